@@ -1,0 +1,29 @@
+# Build options of the project. The library itself is header-only; these
+# options shape how our own tests, examples and benchmarks are compiled, and
+# the opt-in interface targets a downstream project may link.
+include(GNUInstallDirs)
+
+option(CPX_BUILD_TESTS "Build the test suite" ${PROJECT_IS_TOP_LEVEL})
+option(CPX_BUILD_EXAMPLES "Build the example programs" ${PROJECT_IS_TOP_LEVEL})
+option(CPX_BUILD_TOOLS "Build the command-line tools" ${PROJECT_IS_TOP_LEVEL})
+option(CPX_BUILD_BENCHMARKS "Build the Google Benchmark suites" OFF)
+option(CPX_SANITIZE "Build our targets with AddressSanitizer and UBSan" OFF)
+option(CPX_NATIVE "Compile our targets for the build machine's CPU (-march=native)" OFF)
+set(CPX_CUDA "AUTO" CACHE STRING "CUDA path: AUTO (on when a CUDA compiler is found), ON or OFF")
+set_property(CACHE CPX_CUDA PROPERTY STRINGS AUTO ON OFF)
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+    set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+if(PROJECT_IS_TOP_LEVEL)
+    if(CPX_SANITIZE)
+        add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined>
+                            $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>
+                            $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
+        add_link_options(-fsanitize=address,undefined)
+    endif()
+    if(CPX_NATIVE)
+        add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+    endif()
+endif()

@@ -1,0 +1,18 @@
+# Install rules and the CMake package: find_package(cpx) after `cmake --install`,
+# or straight from the build tree through the exported targets file.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS cpx EXPORT cpxTargets)
+install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(CPX_CONFIG_DIR ${CMAKE_INSTALL_DATADIR}/cmake/cpx)
+install(EXPORT cpxTargets NAMESPACE cpx:: DESTINATION ${CPX_CONFIG_DIR})
+configure_package_config_file(cmake/cpxConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/cpxConfig.cmake
+    INSTALL_DESTINATION ${CPX_CONFIG_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cpxConfigVersion.cmake
+    COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cpxConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/cpxConfigVersion.cmake
+    DESTINATION ${CPX_CONFIG_DIR})
+
+# Build tree: find_package(cpx) with cpx_DIR pointing at this build directory.
+export(EXPORT cpxTargets NAMESPACE cpx:: FILE ${CMAKE_CURRENT_BINARY_DIR}/cpxTargets.cmake)

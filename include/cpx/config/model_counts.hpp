@@ -1,0 +1,110 @@
+#pragma once
+// Derived figures of a configuration, computed at compile time: parameter
+// counts (as the authors' modules instantiate them) and forward FLOPs.
+
+#include <cstdint>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/config/prism_config.hpp"
+
+namespace cpx {
+
+using count_t = std::int64_t;
+
+namespace detail {
+template <ComplexityConfigType C>
+constexpr count_t attention_params() {
+    const count_t d = C::hidden;
+    if constexpr (C::attention == AttentionKind::prism) {
+        return count_t{2} * C::heads * C::prism_head_dim * d;  // U only
+    } else {
+        const count_t qkv = d * (C::q_width + 2 * C::kv_width);
+        // The authors' attention always instantiates mu_to_{q,k,v}, even when mu is off.
+        return qkv + count_t{C::q_width} * d + qkv + 2 * count_t{C::head_dim};
+    }
+}
+template <ComplexityConfigType C>
+constexpr count_t shared_expert_params() { return count_t{3} * C::shared_width * C::hidden; }
+template <ComplexityConfigType C>
+constexpr count_t one_expert_params() { return count_t{3} * C::expert_width * C::hidden; }
+template <ComplexityConfigType C>
+constexpr count_t mlp_params() {
+    if constexpr (C::mlp == MlpKind::dense_swiglu) return one_expert_params<C>();
+    count_t p = count_t{C::experts} * one_expert_params<C>() + shared_expert_params<C>();
+    if constexpr (C::mlp == MlpKind::learned_router) p += count_t{C::experts} * C::hidden;
+    return p;
+}
+template <ComplexityConfigType C>
+constexpr count_t mu_guidance_params() { return C::use_mu ? count_t{C::hidden} * C::hidden + C::hidden : 0; }
+}  // namespace detail
+
+/// Trainable parameters, counted as the authors' modules hold them (unused
+/// mu_to_* included; buffers such as token_to_expert and inv_freq excluded).
+template <ComplexityConfigType C>
+constexpr count_t parameter_count() {
+    const count_t d = C::hidden;
+    const count_t per_layer = 2 * d + detail::attention_params<C>() + detail::mlp_params<C>() +
+                              detail::mu_guidance_params<C>();
+    return count_t{C::vocab} * d + d /*final norm*/ + (C::use_mu ? d : 0) /*mu_init*/ + C::layers * per_layer;
+}
+
+/// Parameters a token touches: all but the experts it is not routed to. For
+/// models without mu guidance the dead mu_to_* weights are excluded too.
+template <ComplexityConfigType C>
+constexpr count_t active_parameters(bool include_embeddings = true) {
+    count_t p = parameter_count<C>();
+    if constexpr (C::routed) p -= count_t{C::layers} * (C::experts - 1) * detail::one_expert_params<C>();
+    if constexpr (!C::use_mu && C::attention == AttentionKind::mu_gqa)
+        p -= count_t{C::layers} * C::hidden * (C::q_width + 2 * C::kv_width);
+    if (!include_embeddings) p -= count_t{C::vocab} * C::hidden;
+    return p;
+}
+
+/// Multiply-adds of one token's forward pass, doubled (FLOPs), for a token that
+/// attends to `context` keys: every GEMM it runs (tied head included, the
+/// embedding lookup and elementwise work excluded) plus the two attention products.
+template <ComplexityConfigType C>
+constexpr count_t flops_per_token(count_t context) {
+    const count_t d = C::hidden;
+    count_t macs_per_layer = 0;
+    if constexpr (C::attention == AttentionKind::prism) {
+        const count_t u = count_t{2} * C::heads * C::prism_head_dim;
+        macs_per_layer += 2 * u * d + 2 * count_t{2} * C::heads * C::prism_head_dim * context;
+    } else {
+        const count_t qkv = d * (C::q_width + 2 * C::kv_width);
+        macs_per_layer += qkv * (C::use_mu ? 2 : 1) + count_t{C::q_width} * d;
+        macs_per_layer += 2 * count_t{C::heads} * C::head_dim * context;
+    }
+    macs_per_layer += detail::one_expert_params<C>() + detail::shared_expert_params<C>();
+    if constexpr (C::mlp == MlpKind::learned_router) macs_per_layer += count_t{C::experts} * d;
+    count_t macs = C::layers * macs_per_layer + count_t{C::vocab} * d;
+    if constexpr (C::use_mu) macs += count_t{C::layers - 1} * d * d;  // the last layer's mu is unused
+    return 2 * macs;
+}
+
+/// PRISM: parameters as the reference's GPT module holds them (lm_head tied, mask buffers excluded).
+template <PrismConfigType C>
+constexpr count_t parameter_count() {
+    const count_t d = C::hidden, b = C::bias ? 1 : 0;
+    const count_t ln = d + b * d;
+    const count_t per_layer = 2 * ln + count_t{C::u_rows} * d + count_t{C::mlp_width} * d + b * C::mlp_width +
+                              count_t{C::mlp_width} * d + b * d;
+    return count_t{C::vocab} * d + count_t{C::max_positions} * d + ln + C::layers * per_layer;
+}
+
+template <PrismConfigType C>
+constexpr count_t active_parameters(bool include_embeddings = true) {
+    count_t p = parameter_count<C>();
+    if (!include_embeddings) p -= (count_t{C::vocab} + C::max_positions) * C::hidden;
+    return p;
+}
+
+template <PrismConfigType C>
+constexpr count_t flops_per_token(count_t context) {
+    const count_t d = C::hidden;
+    const count_t per_layer = 2 * count_t{C::u_rows} * d + 2 * count_t{C::u_rows} * context +
+                              2 * count_t{C::mlp_width} * d;
+    return 2 * (C::layers * per_layer + count_t{C::vocab} * d);
+}
+
+}  // namespace cpx

@@ -1,0 +1,85 @@
+#pragma once
+// Named configurations: the models the papers train, and tiny ones for tests.
+// Figures and sources: ../spec/complexity-deep.md section 1, spec/prism.md section 1.
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/config/prism_config.hpp"
+
+namespace cpx::presets {
+
+/// COMPLEXITY-DEEP run2 "Full" (187,412,736 parameters): token-routed, mu-guided.
+using ComplexityDeep187M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 768, .num_hidden_layers = 18, .num_attention_heads = 12, .num_key_value_heads = 4,
+    .intermediate_size = 2048, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// run1 dense baseline (170,809,344 parameters incl. the unused mu_to_* weights).
+using ComplexityDense171M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 768, .num_hidden_layers = 18, .num_attention_heads = 12, .num_key_value_heads = 4,
+    .intermediate_size = 2416, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = true, .use_mu_guidance = false}>;
+
+/// run3 ablation: token-routed without mu guidance (176,781,312 parameters).
+using ComplexityNoMu177M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 768, .num_hidden_layers = 18, .num_attention_heads = 12, .num_key_value_heads = 4,
+    .intermediate_size = 2048, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = false}>;
+
+/// run4 ablation: learned top-1 router, as coded (mu and shared expert on; 187,468,032 parameters).
+using ComplexityLearnedRouter187M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 768, .num_hidden_layers = 18, .num_attention_heads = 12, .num_key_value_heads = 4,
+    .intermediate_size = 2048, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::learned_router, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// 384M token-routed model of Table 3 (383,451,648 parameters).
+using ComplexityDeep384M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 1024, .num_hidden_layers = 20, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 3200, .vocab_size = 32000, .max_position_embeddings = 4096,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// 384M dense baseline (384,454,144 parameters incl. the unused mu_to_* weights).
+using ComplexityDense384M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 1024, .num_hidden_layers = 20, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 4358, .vocab_size = 32000, .max_position_embeddings = 4096,
+    .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = false, .use_mu_guidance = false}>;
+
+/// The 1.5B pilot's dimensions (pilot paper Table 3: L 24, d 2048, 16/4 heads, I 8192, 4 experts,
+/// context 4096). The pilot's INL dynamics are not part of this library; the preset keeps its shapes
+/// with the final paper's token-routed MLP, without mu guidance or shared expert: 1.525B live
+/// parameters, 1.676B counted as the final code's modules hold them (dead mu_to_* included).
+using ComplexityPilot1_5B = ComplexityConfig<ComplexityDims{
+    .hidden_size = 2048, .num_hidden_layers = 24, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 8192, .vocab_size = 32000, .max_position_embeddings = 4096,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = false, .use_mu_guidance = false}>;
+
+/// PRISM-mini of the reference code (TinyStories; ~51M parameters).
+using PrismMini = PrismConfig<PrismDims{
+    .n_layer = 8, .n_head = 8, .n_embd = 512, .vocab_size = 50304, .block_size = 512,
+    .prism_expansion_ratio = 2, .prism_freq_multiplier = 3.1415926535}>;
+
+// ---- tiny configurations for tests and examples: fast to run, every feature on ----
+
+/// Tiny token-routed, mu-guided model: groups = 2, 4 experts, odd vocabulary.
+using TinyComplexity = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 3, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// Tiny dense baseline with the same attention shape.
+using TinyDense = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 3, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 96, .vocab_size = 257, .max_position_embeddings = 64,
+    .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = false, .use_mu_guidance = false}>;
+
+/// Tiny learned-router baseline.
+using TinyLearnedRouter = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 1,
+    .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
+    .mlp = MlpKind::learned_router, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// Tiny PRISM model.
+using TinyPrism = PrismConfig<PrismDims{
+    .n_layer = 2, .n_head = 2, .n_embd = 32, .vocab_size = 101, .block_size = 48,
+    .prism_expansion_ratio = 2, .prism_freq_multiplier = 3.1415926535}>;
+
+}  // namespace cpx::presets

@@ -1,0 +1,50 @@
+#pragma once
+// Helpers shared by the tests: seeded random data, poison values, and error
+// measures against double-precision references.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace cpx::testing {
+
+/// Seeded normal samples, so every run of a test sees the same inputs.
+inline std::vector<float> random_normal(std::size_t n, std::uint64_t seed, float stddev = 1.0f, float mean = 0.0f) {
+    std::mt19937_64 gen(seed);
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(gen);
+    return v;
+}
+
+inline std::vector<int> random_ints(std::size_t n, int lo, int hi, std::uint64_t seed) {
+    std::mt19937_64 gen(seed);
+    std::uniform_int_distribution<int> dist(lo, hi);
+    std::vector<int> v(n);
+    for (auto& x : v) x = dist(gen);
+    return v;
+}
+
+/// Outputs are filled with NaN before a kernel runs, so an element the kernel
+/// forgot to write shows up as NaN in the comparison.
+template <class T>
+std::vector<T> poisoned(std::size_t n) { return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN()); }
+
+/// max_i |got_i - want_i| / max_i |want_i|: the relative error used throughout
+/// (robust where individual reference values are near zero). NaN anywhere gives inf.
+template <class Got, class Want>
+double relative_error(const Got& got, const Want& want) {
+    if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+    double max_diff = 0.0, max_ref = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+        if (!std::isfinite(g) || !std::isfinite(w)) return std::numeric_limits<double>::infinity();
+        max_diff = std::max(max_diff, std::abs(g - w));
+        max_ref = std::max(max_ref, std::abs(w));
+    }
+    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
+}
+
+}  // namespace cpx::testing
