@@ -12,6 +12,7 @@
 #include <numbers>
 #include <random>
 
+#include "prism_reference.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -25,83 +26,12 @@ using RotateHalf = PrismAttentionShape<PrismAttentionDims{
     .hidden = 16, .heads = 2, .expansion_ratio = 3, .rope_convention = RopeConvention::rotate_half}>;
 using UnitMultiplier = PrismAttentionShape<PrismAttentionDims{.hidden = 32, .heads = 2, .freq_multiplier = 1.0}>;
 
-struct RefShape {
-    int d, heads, expansion;
-    double signal_base, noise_base;
-    bool interleaved;
-    int D() const { return d / heads * expansion; }
-    int width() const { return 2 * heads * D(); }
-};
+using reference::prism_shape;
 
-template <class S>
-RefShape ref_shape() {
-    // Written from the spec's numbers, not from the shape's derived members.
-    return {S::dims.hidden, S::dims.heads, S::dims.expansion_ratio, 10000.0 * S::dims.freq_multiplier,
-            10000.0 / S::dims.freq_multiplier, S::dims.rope_convention == RopeConvention::interleaved_pairs};
-}
-
-/// RoPE of one head vector at a position, in double.
-std::vector<double> ref_rope(const std::vector<double>& x, double base, long pos, bool interleaved) {
-    const int D = static_cast<int>(x.size());
-    std::vector<double> y = x;
-    for (int i = 0; i < D / 2; ++i) {
-        const double angle = pos * std::pow(base, -2.0 * i / D);
-        const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + D / 2;
-        y[a] = x[a] * std::cos(angle) - x[b] * std::sin(angle);
-        y[b] = x[a] * std::sin(angle) + x[b] * std::cos(angle);
-    }
-    return y;
-}
-
-/// The layer over one sequence starting at position 0, in double. Also returns,
-/// per physical head, the mean over queries of sum_j p_ij (i - j).
-std::vector<double> reference_layer(const RefShape& s, const std::vector<float>& x, int T, const std::vector<float>& u,
-                                    double lambda, std::vector<double>* mean_distance = nullptr) {
-    const int d = s.d, H = s.heads, D = s.D(), W = s.width();
-    std::vector<double> h(std::size_t(T) * W);
-    for (int t = 0; t < T; ++t)
-        for (int j = 0; j < W; ++j) {
-            double acc = 0;
-            for (int i = 0; i < d; ++i) acc += double(x[t * d + i]) * u[j * d + i];
-            h[t * W + j] = acc;
-        }
-    std::vector<double> y(std::size_t(T) * W, 0.0);
-    if (mean_distance) mean_distance->assign(2 * H, 0.0);
-    for (int p = 0; p < 2 * H; ++p) {
-        const bool signal = p < H;
-        std::vector<std::vector<double>> q(T);
-        for (int t = 0; t < T; ++t) {
-            std::vector<double> v(h.begin() + t * W + p * D, h.begin() + t * W + (p + 1) * D);
-            q[t] = ref_rope(v, signal ? s.signal_base : s.noise_base, t, s.interleaved);
-        }
-        for (int t = 0; t < T; ++t) {
-            std::vector<double> sc(t + 1);
-            double mx = -1e300;
-            for (int j = 0; j <= t; ++j) {
-                double dot = 0;
-                for (int i = 0; i < D; ++i) dot += q[t][i] * q[j][i];
-                sc[j] = dot / std::sqrt(double(D));
-                mx = std::max(mx, sc[j]);
-            }
-            double z = 0;
-            for (auto& v : sc) z += (v = std::exp(v - mx));
-            const double weight = signal ? 1.0 : -lambda;
-            for (int j = 0; j <= t; ++j) {
-                const double pr = sc[j] / z;
-                if (mean_distance) (*mean_distance)[p] += pr * (t - j) / T;
-                for (int i = 0; i < D; ++i) y[t * W + p * D + i] += weight * pr * h[j * W + p * D + i];
-            }
-        }
-    }
-    std::vector<double> out(std::size_t(T) * d, 0.0);
-    const double scale = 1.0 / std::sqrt(2.0 * H * s.expansion);
-    for (int t = 0; t < T; ++t)
-        for (int i = 0; i < d; ++i) {
-            double acc = 0;
-            for (int j = 0; j < W; ++j) acc += y[t * W + j] * u[j * d + i];
-            out[t * d + i] = acc * scale;
-        }
-    return out;
+std::vector<double> reference_layer(const reference::PrismShape& s, const std::vector<float>& x, int T,
+                                    const std::vector<float>& u, double lambda,
+                                    std::vector<double>* mean_distance = nullptr) {
+    return reference::prism_attention(s, reference::widen(x), T, u, lambda, mean_distance);
 }
 
 /// Plain multi-head causal attention with W_q = W_k = W_v = U_s and W_o = U_s^T,
@@ -115,7 +45,7 @@ std::vector<double> plain_attention(const std::vector<float>& x, int T, int d, i
             v[t].assign(D, 0.0);
             for (int i = 0; i < D; ++i)
                 for (int c = 0; c < d; ++c) v[t][i] += double(w[(hd * D + i) * d + c]) * x[t * d + c];
-            k[t] = ref_rope(v[t], base, t, interleaved);
+            k[t] = reference::rope(v[t], base, t, interleaved);
         }
         for (int t = 0; t < T; ++t) {
             std::vector<double> p(t + 1), head_out(D, 0.0);
@@ -158,7 +88,7 @@ double layer_error(int T, float lambda, std::uint64_t seed, float u_scale = 1.0f
     for (auto& v : u) v *= u_scale;
     const auto x = testing::random_normal(std::size_t(T) * S::hidden, seed + 1);
     const cpu::PrismAttention<S> layer(64);
-    return testing::relative_error(run_layer(layer, x, T, u, lambda), reference_layer(ref_shape<S>(), x, T, u, lambda));
+    return testing::relative_error(run_layer(layer, x, T, u, lambda), reference_layer(prism_shape<S>(), x, T, u, lambda));
 }
 
 }  // namespace
@@ -272,7 +202,7 @@ TEST_CASE("a batch of chunks of different sequences equals each sequence alone")
     for (int s = 0, row = 0; s < 3; row += lens[s++]) {
         const std::vector<float> xs(x.begin() + row * d, x.begin() + (row + lens[s]) * d);
         const std::vector<float> got(out.begin() + row * d, out.begin() + (row + lens[s]) * d);
-        CHECK(testing::relative_error(got, reference_layer(ref_shape<Tiny>(), xs, lens[s], u, 0.15)) < 1e-4);
+        CHECK(testing::relative_error(got, reference_layer(prism_shape<Tiny>(), xs, lens[s], u, 0.15)) < 1e-4);
     }
 }
 
@@ -301,7 +231,7 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
     for (auto& s : seen) CHECK(s.load() == 1);
     CHECK(bad_sums.load() == 0);
     std::vector<double> want;
-    reference_layer(ref_shape<Tiny>(), x, T, u, 0.1, &want);
+    reference_layer(prism_shape<Tiny>(), x, T, u, 0.1, &want);
     for (int h = 0; h < heads; ++h) {
         double mean = 0;
         for (int t = 0; t < T; ++t) mean += distance[std::size_t(h) * T + t] / T;
