@@ -178,14 +178,24 @@ void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& 
 
         Eigen::Map<detail::RowMajorF> qm(qg, m, dq), om(o, m, dv);
         Eigen::Map<detail::RowMajorF, Eigen::Aligned64, Eigen::OuterStride<>> sm(s, m, n, Eigen::OuterStride<>(ss));
+        const float *kbase, *vbase;
+        index_t kstride, vstride;
         if constexpr (convert) {
             detail::widen_head_rows(k, kh, n, kc);
             detail::widen_head_rows(v, kh, n, vc);
-            sm.noalias() = qm * Eigen::Map<const detail::RowMajorF>(kc, n, dq).transpose();
+            kbase = kc, kstride = dq, vbase = vc, vstride = dv;
         } else {
-            sm.noalias() = qm * detail::StridedConstMap(k.head(0, kh), n, dq, Eigen::OuterStride<>(k.row_stride))
-                                    .transpose();
+            kbase = k.head(0, kh), kstride = k.row_stride, vbase = v.head(0, kh), vstride = v.row_stride;
         }
+        const detail::StridedConstMap keys(kbase, n, dq, Eigen::OuterStride<>(kstride));
+        const detail::StridedConstMap values(vbase, n, dv, Eigen::OuterStride<>(vstride));
+        // A few stacked rows (decode) are matrix-vector products: no packing of
+        // the keys, no GEMM blocking buffers.
+        const bool rowwise = m <= 4;
+        if (rowwise)
+            for (index_t i = 0; i < m; ++i) sm.row(i).noalias() = qm.row(i) * keys.transpose();
+        else
+            sm.noalias() = qm * keys.transpose();
         for (int g = 0; g < groups; ++g)
             for (index_t r = 0; r < nrows; ++r) {
                 float* srow = s + (g * nrows + r) * ss;
@@ -194,10 +204,10 @@ void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& 
                 if constexpr (!std::is_same_v<Observer, NoAttentionObserver>)
                     observe(kh * groups + g, position, static_cast<const float*>(srow), position + 1);
             }
-        if constexpr (convert)
-            om.noalias() = sm * Eigen::Map<const detail::RowMajorF>(vc, n, dv);
+        if (rowwise)
+            for (index_t i = 0; i < m; ++i) om.row(i).noalias() = sm.row(i) * values;
         else
-            om.noalias() = sm * detail::StridedConstMap(v.head(0, kh), n, dv, Eigen::OuterStride<>(v.row_stride));
+            om.noalias() = sm * values;
         for (int g = 0; g < groups; ++g)
             for (index_t r = 0; r < nrows; ++r)
                 std::copy_n(o + (g * nrows + r) * dv, dv, out.head(t0 + r, kh * groups + g));
