@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -133,31 +134,66 @@ void widen_head_rows(const HeadRows<const KV>& x, int head, index_t n, float* ds
 }
 }  // namespace detail
 
-/// The causal attention core (see the file comment). q: [T] rows of
-/// `heads` query heads; k, v: at least offset + T rows of the KV heads (a cache
-/// holds keys of positions 0.. in rows 0..); out: [T] rows of `heads` heads of
-/// v's dimension. KV may be float or bf16 (a bf16 cache is widened per block).
-template <class KV, class Observer = NoAttentionObserver>
-    requires AttentionObserver<Observer>
-void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& k, const HeadRows<const KV>& v,
-                      const HeadRows<float>& out, index_t offset, float scale, AttentionWorkspace& ws,
-                      const Observer& observe = Observer{}) {
-    detail::check_attention_shapes(q, k, v, out, offset);
-    const index_t rows = q.rows;
-    if (rows == 0) return;
-    constexpr bool convert = !std::is_same_v<KV, float>;
-    const int groups = q.heads / k.heads, dq = q.head_dim, dv = v.head_dim;
-    const index_t block = attention_block_rows(groups);
-    const index_t blocks = (rows + block - 1) / block;
-    const index_t items = blocks * k.heads;
-    ws.ensure(AttentionWorkspace::floats_per_thread(groups, dq, dv, offset + rows, convert), max_threads());
-    const double work = static_cast<double>(rows) * static_cast<double>(offset + rows) * q.heads * (dq + dv);
+/// One attention problem of a batch: the queries of one sequence against its
+/// keys and values (see causal_attention for the layout rules).
+template <class KV>
+struct AttentionProblem {
+    HeadRows<const float> q;
+    HeadRows<const KV> k, v;
+    HeadRows<float> out;
+    index_t offset = 0;
+};
 
-#pragma omp parallel for schedule(dynamic, 1) if (items > 1 && work > 1e5)
-    for (index_t item = 0; item < items; ++item) {
-        // Largest blocks (latest rows, most keys) first for a balanced dynamic schedule.
-        const index_t b = blocks - 1 - item / k.heads;
-        const int kh = static_cast<int>(item % k.heads);
+/// An observer of a batch also learns which problem a row belongs to:
+/// observe(problem, head, position, probs, count), with the same concurrency
+/// rules as AttentionObserver.
+template <class F>
+concept BatchAttentionObserver =
+    std::same_as<F, NoAttentionObserver> || std::invocable<const F&, std::size_t, int, index_t, const float*, index_t>;
+
+/// Several independent sequences (a batch with different lengths and cache
+/// offsets) in one parallel region: all (problem, KV head, row block) items are
+/// shared among the threads. Every problem must have the same head shape.
+template <class KV, class Observer = NoAttentionObserver>
+    requires BatchAttentionObserver<Observer>
+void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, float scale, AttentionWorkspace& ws,
+                            const Observer& observe = Observer{}) {
+    if (problems.empty()) return;
+    const auto& first = problems.front();
+    index_t max_keys = 0, total_items = 0;
+    double work = 0.0;
+    for (const auto& p : problems) {
+        detail::check_attention_shapes(p.q, p.k, p.v, p.out, p.offset);
+        require<ShapeError>(p.q.heads == first.q.heads && p.k.heads == first.k.heads &&
+                                p.q.head_dim == first.q.head_dim && p.v.head_dim == first.v.head_dim,
+                            "attention batch: every problem must have the same heads and head dimensions");
+        max_keys = std::max(max_keys, p.offset + p.q.rows);
+        work += static_cast<double>(p.q.rows) * static_cast<double>(p.offset + p.q.rows);
+    }
+    constexpr bool convert = !std::is_same_v<KV, float>;
+    const int groups = first.q.heads / first.k.heads, dq = first.q.head_dim, dv = first.v.head_dim;
+    const int kv_heads = first.k.heads;
+    const index_t block = attention_block_rows(groups);
+    work *= static_cast<double>(first.q.heads) * (dq + dv);
+    ws.ensure(AttentionWorkspace::floats_per_thread(groups, dq, dv, max_keys, convert), max_threads());
+
+    // Items of problem i are [item_begin[i], item_begin[i+1]); within a problem
+    // the largest blocks (latest rows, most keys) come first for the dynamic schedule.
+    const auto blocks_of = [&](const AttentionProblem<KV>& p) { return (p.q.rows + block - 1) / block; };
+    for (const auto& p : problems) total_items += blocks_of(p) * kv_heads;
+
+#pragma omp parallel for schedule(dynamic, 1) if (total_items > 1 && work > 1e5)
+    for (index_t item = 0; item < total_items; ++item) {
+        std::size_t pi = 0;
+        index_t local = item;
+        while (local >= blocks_of(problems[pi]) * kv_heads) local -= blocks_of(problems[pi++]) * kv_heads;
+        const AttentionProblem<KV>& p = problems[pi];
+        const auto& q = p.q;
+        const auto& k = p.k;
+        const auto& v = p.v;
+        const index_t offset = p.offset, rows = q.rows, blocks = blocks_of(p);
+        const index_t b = blocks - 1 - local / kv_heads;
+        const int kh = static_cast<int>(local % kv_heads);
         const index_t t0 = b * block, nrows = std::min(block, rows - t0);
         const index_t n = offset + t0 + nrows;  // keys seen by the block's last row
         const index_t m = nrows * groups;
@@ -178,29 +214,59 @@ void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& 
 
         Eigen::Map<detail::RowMajorF> qm(qg, m, dq), om(o, m, dv);
         Eigen::Map<detail::RowMajorF, Eigen::Aligned64, Eigen::OuterStride<>> sm(s, m, n, Eigen::OuterStride<>(ss));
+        const float *kbase, *vbase;
+        index_t kstride, vstride;
         if constexpr (convert) {
             detail::widen_head_rows(k, kh, n, kc);
             detail::widen_head_rows(v, kh, n, vc);
-            sm.noalias() = qm * Eigen::Map<const detail::RowMajorF>(kc, n, dq).transpose();
+            kbase = kc, kstride = dq, vbase = vc, vstride = dv;
         } else {
-            sm.noalias() = qm * detail::StridedConstMap(k.head(0, kh), n, dq, Eigen::OuterStride<>(k.row_stride))
-                                    .transpose();
+            kbase = k.head(0, kh), kstride = k.row_stride, vbase = v.head(0, kh), vstride = v.row_stride;
         }
+        const detail::StridedConstMap keys(kbase, n, dq, Eigen::OuterStride<>(kstride));
+        const detail::StridedConstMap values(vbase, n, dv, Eigen::OuterStride<>(vstride));
+        // A few stacked rows (decode) are matrix-vector products: no packing of
+        // the keys, no GEMM blocking buffers.
+        const bool rowwise = m <= 4;
+        if (rowwise)
+            for (index_t i = 0; i < m; ++i) sm.row(i).noalias() = qm.row(i) * keys.transpose();
+        else
+            sm.noalias() = qm * keys.transpose();
         for (int g = 0; g < groups; ++g)
             for (index_t r = 0; r < nrows; ++r) {
                 float* srow = s + (g * nrows + r) * ss;
                 const index_t position = offset + t0 + r;
                 detail::masked_softmax_row(srow, position + 1, n);
                 if constexpr (!std::is_same_v<Observer, NoAttentionObserver>)
-                    observe(kh * groups + g, position, static_cast<const float*>(srow), position + 1);
+                    observe(pi, kh * groups + g, position, static_cast<const float*>(srow), position + 1);
             }
-        if constexpr (convert)
-            om.noalias() = sm * Eigen::Map<const detail::RowMajorF>(vc, n, dv);
+        if (rowwise)
+            for (index_t i = 0; i < m; ++i) om.row(i).noalias() = sm.row(i) * values;
         else
-            om.noalias() = sm * detail::StridedConstMap(v.head(0, kh), n, dv, Eigen::OuterStride<>(v.row_stride));
+            om.noalias() = sm * values;
         for (int g = 0; g < groups; ++g)
             for (index_t r = 0; r < nrows; ++r)
-                std::copy_n(o + (g * nrows + r) * dv, dv, out.head(t0 + r, kh * groups + g));
+                std::copy_n(o + (g * nrows + r) * dv, dv, p.out.head(t0 + r, kh * groups + g));
+    }
+}
+
+/// The causal attention core (see the file comment). q: [T] rows of
+/// `heads` query heads; k, v: at least offset + T rows of the KV heads (a cache
+/// holds keys of positions 0.. in rows 0..); out: [T] rows of `heads` heads of
+/// v's dimension. KV may be float or bf16 (a bf16 cache is widened per block).
+template <class KV, class Observer = NoAttentionObserver>
+    requires AttentionObserver<Observer>
+void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& k, const HeadRows<const KV>& v,
+                      const HeadRows<float>& out, index_t offset, float scale, AttentionWorkspace& ws,
+                      const Observer& observe = Observer{}) {
+    const AttentionProblem<KV> problem{q, k, v, out, offset};
+    if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
+        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws);
+    } else {
+        const auto forward = [&observe](std::size_t, int head, index_t position, const float* probs, index_t count) {
+            observe(head, position, probs, count);
+        };
+        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws, forward);
     }
 }
 
