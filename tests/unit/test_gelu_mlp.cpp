@@ -55,9 +55,10 @@ TEST_CASE("gelu_mlp with biases matches the double reference") {
     const MlpData m(d, width, 41);
     auto x = testing::random_normal(rows * d, 45);
     std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
     auto y = testing::poisoned<float>(rows * d);
     cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
-                  Matrix<float>(y.data(), rows, d));
+                  Matrix<float>(y.data(), rows, d), scratch);
     // Two fp32 GEMMs with inner sizes 32 and 128: ~1e-6 relative; 1e-5 leaves room.
     CHECK(testing::relative_error(y, m.reference(x, rows, true)) < 1e-5);
 }
@@ -67,24 +68,43 @@ TEST_CASE("gelu_mlp without biases matches the double reference") {
     const MlpData m(d, width, 51);
     auto x = testing::random_normal(rows * d, 55);
     std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
     auto y = testing::poisoned<float>(rows * d);
     cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(false), Matrix<float>(hidden.data(), rows, width),
-                  Matrix<float>(y.data(), rows, d));
+                  Matrix<float>(y.data(), rows, d), scratch);
     CHECK(testing::relative_error(y, m.reference(x, rows, false)) < 1e-5);
+}
+
+TEST_CASE("gelu_mlp in accumulate mode adds the MLP to the output (a residual stream), one row or many") {
+    const int d = 32, width = 128;
+    const MlpData m(d, width, 71);
+    for (int rows : {1, 12}) {
+        auto x = testing::random_normal(rows * d, 72 + rows);
+        auto residual = testing::random_normal(rows * d, 73 + rows);
+        std::vector<float> hidden(rows * width);
+        cpu::LinearScratch scratch;
+        auto y = residual;
+        cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
+                      Matrix<float>(y.data(), rows, d), scratch, cpu::Write::accumulate);
+        auto want = m.reference(x, rows, true);
+        for (int i = 0; i < rows * d; ++i) want[i] += residual[i];
+        CHECK(testing::relative_error(y, want) < 1e-5);
+    }
 }
 
 TEST_CASE("gelu_mlp rejects mismatched weights and short scratch") {
     const int d = 8, width = 32, rows = 3;
     const MlpData m(d, width, 61);
     std::vector<float> x(rows * d), hidden(rows * width), y(rows * d);
+    cpu::LinearScratch scratch;
     const Matrix<const float> xv(x.data(), rows, d);
     const Matrix<float> yv(y.data(), rows, d);
     auto w = m.view(true);
-    CHECK_THROWS_AS(cpu::gelu_mlp(xv, w, Matrix<float>(hidden.data(), rows - 1, width), yv), ShapeError);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, w, Matrix<float>(hidden.data(), rows - 1, width), yv, scratch), ShapeError);
     auto bad = w;
     bad.c_proj_weight = Matrix<const float>(m.w_proj.data(), width, d);
-    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv), ShapeError);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv, scratch), ShapeError);
     bad = w;
     bad.c_fc_bias = Vector<const float>(m.b_fc.data(), width - 1);
-    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv), ShapeError);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv, scratch), ShapeError);
 }

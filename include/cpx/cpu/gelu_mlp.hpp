@@ -7,6 +7,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/eigen_view.hpp"
+#include "cpx/cpu/linear.hpp"
 #include "cpx/layers/gelu_math.hpp"
 
 namespace cpx::cpu {
@@ -19,9 +20,11 @@ struct GeluMlpWeights {
     Vector<const float> c_proj_bias;    ///< [hidden] or empty
 };
 
-/// out = GELU(x W_fc^T + b_fc) W_proj^T + b_proj for the rows of x. `hidden` is
-/// caller-owned scratch of [rows, width]. out must not alias x.
-inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<float> hidden, Matrix<float> out) {
+/// out (= or +=, per `mode`) GELU(x W_fc^T + b_fc) W_proj^T + b_proj for the
+/// rows of x; accumulating adds the MLP into a residual stream in place.
+/// `hidden` is caller-owned scratch of [rows, width]. out must not alias x.
+inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<float> hidden, Matrix<float> out,
+                     LinearScratch& scratch, Write mode = Write::overwrite) {
     const index_t rows = x.extent(0), d = x.extent(1), width = w.c_fc_weight.extent(0);
     require<ShapeError>(w.c_fc_weight.extent(1) == d, "gelu_mlp: c_fc.weight is [", width, ", ",
                         w.c_fc_weight.extent(1), "] for inputs of width ", d);
@@ -38,14 +41,14 @@ inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<floa
                         out.extent(1), "], expected [", rows, ", ", d, "]");
     if (rows == 0) return;
 
-    auto h = as_eigen(hidden.rows(0, rows));
-    h.noalias() = as_eigen(x) * as_eigen(w.c_fc_weight).transpose();
+    const Matrix<float> h_view = hidden.rows(0, rows);
+    linear<float>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
+    auto h = as_eigen(h_view);
     if (!w.c_fc_bias.empty()) h.rowwise() += as_eigen(w.c_fc_bias).transpose();
     h = h.unaryExpr([](float v) { return gelu_erf(v); });
 
-    auto y = as_eigen(out);
-    y.noalias() = h * as_eigen(w.c_proj_weight).transpose();
-    if (!w.c_proj_bias.empty()) y.rowwise() += as_eigen(w.c_proj_bias).transpose();
+    linear<float>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
+    if (!w.c_proj_bias.empty()) as_eigen(out).rowwise() += as_eigen(w.c_proj_bias).transpose();
 }
 
 }  // namespace cpx::cpu

@@ -7,8 +7,9 @@
 //     y = causal softmax attention per head with scale 1/sqrt(D);
 //     out = (concat(y_signal, -lambda * y_noise) U) / sqrt(2 H R).
 // The attention itself is the shared causal core (cpu/causal_attention.hpp),
-// called once over all 2H heads: signal and noise heads differ only in the
-// RoPE applied before it and the sign/weight applied after it.
+// one batched call over all 2H heads of every chunk: signal and noise heads
+// differ only in the RoPE applied before it and the weight applied after it.
+// The two products with U are the shared weight products (cpu/linear.hpp).
 
 #include <Eigen/Core>
 
@@ -21,6 +22,7 @@
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/causal_attention.hpp"
 #include "cpx/cpu/eigen_view.hpp"
+#include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/rope.hpp"
 #include "cpx/cpu/sequence_chunk.hpp"
 #include "cpx/cpu/strided.hpp"
@@ -34,7 +36,8 @@ struct PrismAttentionWeights {
 };
 
 /// Scratch of the layer: the projection, its rotated copy and the attention
-/// output, [rows, 2HD] each, plus the core's workspace. Grows on demand.
+/// output, [rows, 2HD] each, plus the core's and the products' workspaces.
+/// Grows on demand.
 class PrismAttentionScratch {
 public:
     void reserve(index_t rows, index_t width) {
@@ -49,10 +52,12 @@ public:
     float* rotated() { return rotated_.data(); }
     float* y() { return y_.data(); }
     AttentionWorkspace& attention() { return attention_; }
+    LinearScratch& linear() { return linear_; }
 
 private:
     AlignedVector<float> h_, rotated_, y_;
     AttentionWorkspace attention_;
+    LinearScratch linear_;
 };
 
 /// One PRISM attention layer's computation for a configuration shape `S`. It
@@ -75,41 +80,58 @@ public:
     /// of chunk c are positions [offset, offset + rows) of its sequence. A chunk
     /// with a cache appends its rotated keys and unrotated values there and attends
     /// to all cached positions; a chunk without one must start at position 0 and
-    /// attends within itself. The observer sees heads 0..H-1 (signal) and H..2H-1 (noise).
+    /// attends within itself. The output is written or, with Write::accumulate,
+    /// added (a residual stream). The observer sees heads 0..H-1 (signal) and
+    /// H..2H-1 (noise). out must not alias x.
     template <class KV = float, class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
     void forward(Matrix<const float> x, const PrismAttentionWeights& w, std::span<const SequenceChunk<KV>> chunks,
-                 Matrix<float> out, PrismAttentionScratch& scratch, const Observer& observe = Observer{}) const {
+                 Matrix<float> out, PrismAttentionScratch& scratch, Write mode = Write::overwrite,
+                 const Observer& observe = Observer{}) const {
         const index_t n = x.extent(0);
         check_shapes(x, w, chunks, out);
         if (n == 0) return;
         scratch.reserve(n, width);
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
-        Eigen::Map<RowMajorMatrix<float>> h(scratch.h(), n, width), rotated(scratch.rotated(), n, width);
-        h.noalias() = as_eigen(x) * as_eigen(w.u).transpose();
-        rotated = h;
+        linear<float>(rows_of(x), w.u, rows_of(scratch.h(), n, width), Write::overwrite, scratch.linear());
+        std::copy_n(scratch.h(), n * width, scratch.rotated());
         const auto all_rot = packed_heads(scratch.rotated(), n, 2 * H, D);
         const auto all_h = packed_heads(scratch.h(), n, 2 * H, D);
         const auto all_y = packed_heads(scratch.y(), n, 2 * H, D);
-        const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
 
+        // Chunks with a cache read their keys and values from it (type KV);
+        // chunks without one read them from the projection itself (fp32).
+        std::vector<AttentionProblem<KV>> cached;
+        std::vector<AttentionProblem<float>> uncached;
         for (const auto& c : chunks) {
             const auto rot = all_rot.sub_rows(c.first_row, c.rows);
             apply_rope(signal_, rot.sub_heads(0, H), c.offset);
             apply_rope(noise_, rot.sub_heads(H, H), c.offset);
-            const HeadRows<const float> q = rot;
+            const auto values = all_h.sub_rows(c.first_row, c.rows);
+            const auto y = all_y.sub_rows(c.first_row, c.rows);
             if (c.cache.has_value()) {
                 const auto& kv = *c.cache;
                 store_rows(rot, kv.k, c.offset);
-                store_rows(all_h.sub_rows(c.first_row, c.rows), kv.v, c.offset);
-                causal_attention<KV>(q, kv.k.sub_rows(0, c.offset + c.rows), kv.v.sub_rows(0, c.offset + c.rows),
-                                     all_y.sub_rows(c.first_row, c.rows), c.offset, softmax_scale,
-                                     scratch.attention(), observe);
+                store_rows(values, kv.v, c.offset);
+                cached.push_back({rot, kv.k.sub_rows(0, c.offset + c.rows), kv.v.sub_rows(0, c.offset + c.rows), y,
+                                  c.offset});
             } else {
-                causal_attention<float>(q, q, all_h.sub_rows(c.first_row, c.rows), all_y.sub_rows(c.first_row, c.rows),
-                                        0, softmax_scale, scratch.attention(), observe);
+                uncached.push_back({rot, rot, values, y, 0});
             }
+        }
+        const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
+        if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
+            causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(cached), softmax_scale, scratch.attention());
+            causal_attention_batch<float>(std::span<const AttentionProblem<float>>(uncached), softmax_scale,
+                                          scratch.attention());
+        } else {
+            const auto batch_observer = [&observe](std::size_t, int head, index_t position, const float* p,
+                                                   index_t count) { observe(head, position, p, count); };
+            causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(cached), softmax_scale, scratch.attention(),
+                                       batch_observer);
+            causal_attention_batch<float>(std::span<const AttentionProblem<float>>(uncached), softmax_scale,
+                                          scratch.attention(), batch_observer);
         }
 
         // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
@@ -117,7 +139,7 @@ public:
         const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
         y.leftCols(H * D) *= scale;
         y.rightCols(H * D) *= -w.lambda * scale;
-        as_eigen(out).noalias() = y * as_eigen(w.u);
+        matmul<float>(rows_of(scratch.y(), n, width), w.u, rows_of(out), mode, scratch.linear());
     }
 
     /// One sequence chunk without a cache (positions 0..rows-1): the plain layer.
@@ -126,7 +148,7 @@ public:
     void forward(Matrix<const float> x, const PrismAttentionWeights& w, Matrix<float> out,
                  PrismAttentionScratch& scratch, const Observer& observe = Observer{}) const {
         const SequenceChunk<float> whole{0, x.extent(0), 0, {}};
-        forward<float>(x, w, std::span<const SequenceChunk<float>>(&whole, 1), out, scratch, observe);
+        forward<float>(x, w, std::span<const SequenceChunk<float>>(&whole, 1), out, scratch, Write::overwrite, observe);
     }
 
 private:

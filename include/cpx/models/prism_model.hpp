@@ -21,9 +21,9 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/attention_distance.hpp"
-#include "cpx/cpu/eigen_view.hpp"
 #include "cpx/cpu/gelu_mlp.hpp"
 #include "cpx/cpu/layernorm.hpp"
+#include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/sequence_chunk.hpp"
 #include "cpx/models/prism_weights.hpp"
@@ -76,7 +76,7 @@ public:
         check_inputs(tokens, chunks, logits, which, distance);
         if (n == 0) return;
         reserve(n);
-        const Matrix<float> x(x_.data(), n, d), normed(normed_.data(), n, d), branch(branch_.data(), n, d);
+        const Matrix<float> x(x_.data(), n, d), normed(normed_.data(), n, d);
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
 
         embed(tokens, chunks, x);
@@ -86,14 +86,13 @@ public:
             for (std::size_t c = 0; c < chunks.size(); ++c) layer_chunks[c].cache = layer_kv(c, l);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
             if (distance)
-                attention_.template forward<KV>(normed, w.attention(), layer_chunks, branch, attention_scratch_,
-                                                distance->layer(l));
+                attention_.template forward<KV>(normed, w.attention(), layer_chunks, x, attention_scratch_,
+                                                cpu::Write::accumulate, distance->layer(l));
             else
-                attention_.template forward<KV>(normed, w.attention(), layer_chunks, branch, attention_scratch_);
-            cpu::as_eigen(x) += cpu::as_eigen(Matrix<const float>(branch));
+                attention_.template forward<KV>(normed, w.attention(), layer_chunks, x, attention_scratch_,
+                                                cpu::Write::accumulate);
             cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
-            cpu::gelu_mlp(normed, w.mlp(), hidden, branch);
-            cpu::as_eigen(x) += cpu::as_eigen(Matrix<const float>(branch));
+            cpu::gelu_mlp(normed, w.mlp(), hidden, x, linear_scratch_, cpu::Write::accumulate);
         }
         head(x, chunks, logits, which);
     }
@@ -129,7 +128,6 @@ private:
         if (x_.size() >= rows * d) return;
         x_.resize(rows * d);
         normed_.resize(rows * d);
-        branch_.resize(rows * d);
         hidden_.resize(rows * C::mlp_width);
     }
 
@@ -160,15 +158,15 @@ private:
             rows = x.rows(0, static_cast<index_t>(chunks.size()));
         }
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
-        cpu::as_eigen(logits).noalias() =
-            cpu::as_eigen(Matrix<const float>(rows)) *
-            cpu::as_eigen(Matrix<const float>(weights_.wte.data(), vocab, d)).transpose();
+        cpu::linear<float>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const float>(weights_.wte.data(), vocab, d),
+                           cpu::rows_of(logits), cpu::Write::overwrite, linear_scratch_);
     }
 
     PrismWeights<C> weights_;
     cpu::PrismAttention<Attention> attention_;
     cpu::PrismAttentionScratch attention_scratch_;
-    cpu::AlignedVector<float> x_, normed_, branch_, hidden_;
+    cpu::LinearScratch linear_scratch_;
+    cpu::AlignedVector<float> x_, normed_, hidden_;
 };
 
 }  // namespace cpx
