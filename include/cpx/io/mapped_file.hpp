@@ -140,4 +140,11 @@ private:
 #endif
 };
 
+/// Reads a whole text file (config.json) with errors naming the path.
+inline std::string read_text_file(const std::filesystem::path& path) {
+    const MappedFile file(path);
+    const auto bytes = file.bytes();
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
 }  // namespace cpx::io
