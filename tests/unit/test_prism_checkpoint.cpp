@@ -27,11 +27,9 @@ PrismWeights<Tiny> tiny_weights(std::uint64_t seed) {
     return w;
 }
 
-std::vector<float> logits_of(const PrismWeights<Tiny>& w, const std::vector<std::int32_t>& tokens) {
+std::vector<float> logits_of(const PrismWeights<Tiny>& w, const std::vector<std::int64_t>& tokens) {
     PrismModel<Tiny> model(w);
-    std::vector<float> out(tokens.size() * Tiny::vocab);
-    model.forward(tokens, 1, Matrix<float>(out.data(), static_cast<index_t>(tokens.size()), Tiny::vocab));
-    return out;
+    return model.forward(tokens);
 }
 
 /// Writes a checkpoint directory from the enumeration of `w`, letting `edit`
@@ -59,7 +57,7 @@ std::string load_error(const TempDir& dir) {
     return "no error";
 }
 
-const std::vector<std::int32_t> probe_tokens{5, 17, 99, 0, 42, 42, 8, 100, 3, 61, 7, 2};
+const std::vector<std::int64_t> probe_tokens{5, 17, 99, 0, 42, 42, 8, 100, 3, 61, 7, 2};
 
 }  // namespace
 

@@ -27,15 +27,9 @@
 #include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/complexity_weights.hpp"
 #include "cpx/models/kv_cache.hpp"
+#include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {
-
-/// Which positions a call returns logits for.
-enum class LogitsAt {
-    all,   ///< every input position, sequence after sequence
-    last,  ///< the last input position of each sequence
-    none,  ///< none (a prefill whose logits are not needed)
-};
 
 template <ComplexityConfigType C, class W = float, class KV = float>
 class ComplexityModel {
@@ -43,7 +37,7 @@ public:
     using Config = C;
     using Weights = ComplexityWeights<C, W>;
     using Cache = KVCache<C, KV>;
-    using Tokens = std::span<const std::int64_t>;
+    using Tokens = TokenSpan;
 
     explicit ComplexityModel(Weights weights) : weights_(std::move(weights)) {
         if constexpr (C::mlp == MlpKind::token_routed) routing_ = weights_.routing();
@@ -64,13 +58,7 @@ public:
     // ---- sizes
 
     /// Rows of logits a call over `batch` returns.
-    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) {
-        if (at == LogitsAt::none) return 0;
-        if (at == LogitsAt::last) return static_cast<index_t>(batch.size());
-        index_t n = 0;
-        for (const Tokens& t : batch) n += static_cast<index_t>(t.size());
-        return n;
-    }
+    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) { return cpx::logits_rows(batch, at); }
 
     /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
     /// sequences attending to up to `max_keys` positions.
@@ -138,31 +126,8 @@ private:
 
     void validate(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                   const cpu::RowBlock<float>& logits) const {
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            const Tokens& t = batch[s];
-            const index_t offset = caches.empty() ? 0 : caches[s]->length();
-            require<InputError>(!t.empty() || at != LogitsAt::last, "sequence ", s,
-                                " is empty: it has no last position to return logits for");
-            for (std::size_t i = 0; i < t.size(); ++i)
-                if (t[i] < 0 || t[i] >= C::vocab)
-                    raise<InputError>("token id ", t[i], " at position ", offset + static_cast<index_t>(i),
-                                      " of sequence ", s, " is outside the vocabulary [0, ", C::vocab, ")");
-            const index_t end = offset + static_cast<index_t>(t.size());
-            require<InputError>(end <= C::max_positions, "sequence ", s, " would reach position ", end,
-                                ", past the context of ", C::max_positions, " (max_position_embeddings)");
-            if (!caches.empty()) {
-                require<InputError>(caches[s] != nullptr, "sequence ", s, " has no KV cache");
-                require<InputError>(end <= caches[s]->capacity(), "the KV cache of sequence ", s, " holds ",
-                                    caches[s]->capacity(), " positions; ", caches[s]->length(), " cached + ",
-                                    t.size(), " new need ", end);
-                for (std::size_t o = 0; o < s; ++o)
-                    require<InputError>(caches[o] != caches[s], "sequences ", o, " and ", s,
-                                        " share one KV cache");
-            }
-        }
-        const index_t rows = logits_rows(batch, at);
-        require<ShapeError>(logits.rows == rows && logits.cols == C::vocab, "logits output is [", logits.rows, ", ",
-                            logits.cols, "], the call returns [", rows, ", ", C::vocab, "]");
+        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions,
+                                       "max_position_embeddings");
     }
 
     void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "cpx/cpu/orthogonal_init.hpp"
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/layers/prism_lambda.hpp"
+#include "cpx/models/seeded_normal.hpp"
 
 namespace cpx {
 
@@ -88,22 +88,24 @@ public:
 
     /// The reference's initialisation (spec section 5): Linear and Embedding
     /// weights N(0, 0.02), c_proj N(0, 0.02 / sqrt(2 n_layer)), U orthogonal,
-    /// biases 0, LayerNorm weights 1. Deterministic in the seed.
+    /// biases 0, LayerNorm weights 1, lambda at the schedule's start. Each
+    /// tensor draws from its own stream (seed, name), so the result is the
+    /// same with every compiler and standard library.
     static PrismWeights random(std::uint64_t seed) {
         PrismWeights w;
-        std::mt19937_64 gen(seed);
-        const auto normal = [&gen](cpu::AlignedVector<float>& v, double stddev) {
-            std::normal_distribution<float> dist(0.0f, static_cast<float>(stddev));
-            for (auto& x : v) x = dist(gen);
-        };
-        normal(w.wte, 0.02);
-        normal(w.wpe, 0.02);
         const double proj_std = 0.02 / std::sqrt(2.0 * C::layers);
-        for (auto& l : w.layers) {
-            cpu::orthogonal_init(Matrix<float>(l.u.data(), u_rows, d), gen);
-            normal(l.c_fc_weight, 0.02);
-            normal(l.c_proj_weight, proj_std);
-        }
+        w.for_each_tensor([&](const NamedTensor<float>& t) {
+            SeededRandom rng(seed, t.name);
+            const auto normal = [&](double stddev) {
+                for (index_t i = 0; i < t.size(); ++i) t.data[i] = static_cast<float>(stddev * rng.normal());
+            };
+            if (t.name.ends_with("attn.u_proj.weight"))
+                cpu::orthogonal_init(Matrix<float>(t.data, u_rows, d), [&] { return rng.normal(); });
+            else if (t.name.ends_with("c_proj.weight"))
+                normal(proj_std);
+            else if (t.name.ends_with("wte.weight") || t.name.ends_with("wpe.weight") || t.name.ends_with("c_fc.weight"))
+                normal(0.02);
+        });
         return w;
     }
 
