@@ -189,7 +189,7 @@ TEST_CASE("a bf16 cache stores the keys and values rounded, close to the fp32 la
     const int T = 20, d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 165);
     const auto x = testing::random_normal(std::size_t(T) * d, 166);
-    cpu::PrismAttention<Tiny, bf16> layer(48);
+    cpu::PrismAttention<Tiny, float, bf16> layer(48);
     KVCache<presets::TinyPrism, bf16> cache(48);
     auto out = testing::poisoned<float>(std::size_t(T) * d);
     const cpu::SequenceRows<bf16> s{0, T, 0, cache.keys(1), cache.values(1)};
@@ -277,7 +277,7 @@ TEST_CASE("bad input gets clear errors: shapes, positions past the context, sequ
     const auto u = orthogonal_u(W, d, 191);
     cpu::PrismAttention<Tiny> layer(8);
     std::vector<float> x(std::size_t(10) * d), out(std::size_t(10) * d);
-    const cpu::PrismAttentionWeights w{Matrix<const float>(u.data(), W, d), 0.1f};
+    const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), W, d), 0.1f};
 
     CHECK_THROWS_WITH_AS(layer.forward(w, Matrix<const float>(x.data(), 9, d), Matrix<float>(out.data(), 9, d)),
                          doctest::Contains("exceed the context length 8"), InputError);

@@ -30,20 +30,23 @@
 
 namespace cpx::cpu {
 
-/// The weights of one layer: the dictionary and the run-time noise weight.
+/// The weights of one layer: the dictionary (stored as W: float or bf16) and
+/// the run-time noise weight.
+template <class W = float>
 struct PrismAttentionWeights {
-    Matrix<const float> u;  ///< attn.u_proj.weight, [2HD, d]
-    float lambda = 0.0f;    ///< attn.lambda_q
+    Matrix<const W> u;    ///< attn.u_proj.weight, [2HD, d]
+    float lambda = 0.0f;  ///< attn.lambda_q
 };
 
 /// One PRISM attention layer's computation for a configuration shape `S`,
-/// with keys and values cached as KV (float or bf16). The object holds the two
-/// RoPE tables and the scratch buffers; one object serves every layer of a
-/// model. Not for concurrent use from several threads.
-template <PrismAttentionShapeType S, class KV = float>
+/// with U stored as W and keys and values cached as KV (each float or bf16).
+/// The object holds the two RoPE tables and the scratch buffers; one object
+/// serves every layer of a model. Not for concurrent use from several threads.
+template <PrismAttentionShapeType S, class W = float, class KV = float>
 class PrismAttention {
 public:
     using Shape = S;
+    using Weights = PrismAttentionWeights<W>;
     static constexpr int H = S::heads, D = S::head_dim, width = S::u_rows;
 
     explicit PrismAttention(index_t max_positions)
@@ -73,7 +76,7 @@ public:
     /// 0..H-1 (signal) and H..2H-1 (noise).
     template <class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
-    void forward(const PrismAttentionWeights& w, const RowBlock<const float>& input,
+    void forward(const Weights& w, const RowBlock<const float>& input,
                  std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out, Write mode,
                  const Observer& observe = Observer{}) {
         const index_t n = input.rows;
@@ -83,7 +86,7 @@ public:
         // h = x U^T: values, and (copied, rotated) queries and keys.
         const RowBlock<float> h = block_in(h_, n, width);
         const RowBlock<float> rotated = block_in(rotated_, n, width);
-        linear<float>(input, w.u, h, Write::overwrite, scratch_);
+        linear<W>(input, w.u, h, Write::overwrite, scratch_);
         std::copy_n(h.data, n * width, rotated.data);
         const auto all_rot = packed_heads(rotated.data, n, 2 * H, D);
         const auto all_h = packed_heads(h.data, n, 2 * H, D);
@@ -128,20 +131,20 @@ public:
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
         }
-        matmul<float>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_);
+        matmul<W>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_);
     }
 
     /// One sequence without a cache (positions 0..rows-1): the plain layer.
     template <class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
-    void forward(const PrismAttentionWeights& w, Matrix<const float> x, Matrix<float> out,
+    void forward(const Weights& w, Matrix<const float> x, Matrix<float> out,
                  const Observer& observe = Observer{}) {
         const SequenceRows<KV> whole{0, x.extent(0), 0, {}, {}};
         forward(w, rows_of(x), std::span<const SequenceRows<KV>>(&whole, 1), rows_of(out), Write::overwrite, observe);
     }
 
 private:
-    void check_shapes(const PrismAttentionWeights& w, const RowBlock<const float>& input,
+    void check_shapes(const Weights& w, const RowBlock<const float>& input,
                       std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out) const {
         require<ShapeError>(input.cols == S::hidden, "PRISM attention: input rows have ", input.cols,
                             " values, the layer expects d = ", S::hidden);

@@ -203,7 +203,7 @@ private:
     }
 
     Weights weights_;
-    cpu::PrismAttention<Attention, KV> attention_;
+    cpu::PrismAttention<Attention, float, KV> attention_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;

@@ -50,7 +50,7 @@ public:
             c_proj_weight, c_proj_bias;
         float lambda = static_cast<float>(prism_lambda_start);  ///< attn.lambda_q
 
-        cpu::PrismAttentionWeights attention() const { return {Matrix<const float>(u.data(), u_rows, d), lambda}; }
+        cpu::PrismAttentionWeights<float> attention() const { return {Matrix<const float>(u.data(), u_rows, d), lambda}; }
         cpu::GeluMlpWeights mlp() const {
             return {Matrix<const float>(c_fc_weight.data(), width, d), bias_view(c_fc_bias),
                     Matrix<const float>(c_proj_weight.data(), d, width), bias_view(c_proj_bias)};
