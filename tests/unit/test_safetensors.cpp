@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/stat.h>
+
 using cpx::DType;
 using cpx::Error;
 using cpx::FormatError;
@@ -96,6 +98,13 @@ TEST_CASE("mapping a missing file or a directory fails with an error naming the 
                          Error);
     CHECK_THROWS_WITH_AS(MappedFile{dir.path()},
                          ("cannot open '" + dir.path().string() + "': it is a directory, not a file").c_str(), Error);
+}
+
+TEST_CASE("mapping a FIFO fails instead of waiting for a writer") {
+    TempDir dir;
+    const auto fifo = dir / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(MappedFile{fifo}, ("cannot open '" + fifo.string() + "': not a regular file").c_str(), Error);
 }
 
 // ------------------------------------------------------------------ reading valid files
