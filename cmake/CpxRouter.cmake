@@ -22,12 +22,23 @@
 # The check is compiled as an object library that <target> depends on, so a
 # table that violates a bound fails the build with the static_assert message,
 # and only once however many files include the header. <target> gets the
-# generated directory on its include path: `#include "<NAME>.hpp"`.
+# generated directory and cpx's headers on its include path and C++20:
+# `#include "<NAME>.hpp"`.
 include_guard(GLOBAL)
 
 # Where the generator sources are: next to this file once installed or copied
 # into a build tree, in ../tools in the source tree.
 set_property(GLOBAL PROPERTY CPX_ROUTER_MODULE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+
+# The shipped real-text frequency table (V = 32000; data/README.md), for
+# consumers' default builds: TABLE ${CPX_TEXT_FREQUENCY_TABLE}.
+if(EXISTS "${CMAKE_CURRENT_LIST_DIR}/text_frequency_v32000.txt")
+    set(CPX_TEXT_FREQUENCY_TABLE "${CMAKE_CURRENT_LIST_DIR}/text_frequency_v32000.txt" CACHE INTERNAL
+        "cpx's real-text token frequency table, V = 32000")
+else()
+    set(CPX_TEXT_FREQUENCY_TABLE "${CMAKE_CURRENT_LIST_DIR}/../data/text_frequency_v32000.txt" CACHE INTERNAL
+        "cpx's real-text token frequency table, V = 32000")
+endif()
 
 function(cpx_add_routing_table)
     cmake_parse_arguments(PARSE_ARGV 0 arg ""
@@ -126,12 +137,29 @@ function(cpx_add_routing_table)
     target_link_libraries(${_check_target} PRIVATE cpx::cpx)
     target_compile_features(${_check_target} PRIVATE cxx_std_20)
     target_include_directories(${_check_target} PRIVATE "${_dir}")
+    # The checks walk the whole table in a constant expression. g++'s default
+    # limit (2^25 operations) covers V = 131072 and clang's (2^20 steps) about
+    # V = 50000; raise both in proportion to V so any vocabulary passes.
+    math(EXPR _steps "${arg_VOCAB} * 400")
+    if(_steps LESS 33554432)
+        set(_steps 33554432)
+    elseif(_steps GREATER 2147483647)
+        set(_steps 2147483647)
+    endif()
+    target_compile_options(${_check_target} PRIVATE
+        $<$<CXX_COMPILER_ID:GNU>:-fconstexpr-ops-limit=${_steps}>
+        $<$<CXX_COMPILER_ID:Clang,AppleClang>:-fconstexpr-steps=${_steps}>)
     add_dependencies(${arg_TARGET} ${_check_target})
 
+    # The header includes cpx's router headers: give the target cpx's include
+    # directories and C++20 without linking (which could clash with the
+    # target_link_libraries signature the caller uses).
     get_target_property(_type ${arg_TARGET} TYPE)
+    set(_scope PUBLIC)
     if(_type STREQUAL "INTERFACE_LIBRARY")
-        target_include_directories(${arg_TARGET} INTERFACE "${_dir}")
-    else()
-        target_include_directories(${arg_TARGET} PUBLIC "${_dir}")
+        set(_scope INTERFACE)
     endif()
+    target_include_directories(${arg_TARGET} ${_scope} "${_dir}"
+        $<TARGET_PROPERTY:cpx::cpx,INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_features(${arg_TARGET} ${_scope} cxx_std_20)
 endfunction()
