@@ -5,10 +5,12 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
+#include <cpx/models/complexity_checkpoint.hpp>
 #include <cpx/models/complexity_model.hpp>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -88,4 +90,18 @@ TEST_CASE("the attention-distance observer works on the composed decoder too") {
         for (int h = 0; h < 2 * C::heads; ++h) CHECK(distance.queries(l, h) == 16);
     cpu::AttentionDistance wrong(C::layers + 1, 2 * C::heads);
     CHECK_THROWS_AS(model.attach(wrong), ShapeError);
+}
+
+TEST_CASE("its checkpoints save and load U and lambda_q with the rest, to identical logits") {
+    const auto w = testing::test_weights<C>(11);
+    testing::TempDir dir;
+    save_complexity_checkpoint(w, dir.path());
+    const auto back = load_complexity_checkpoint<C>(dir.path());
+    CHECK(back.layers[1].u == w.layers[1].u);
+    CHECK(back.layers[1].lambda == w.layers[1].lambda);
+    ComplexityModel<C> a(w), b(back);
+    const auto tokens = testing::random_tokens(12, C::vocab, 12);
+    CHECK(a.forward(tokens) == b.forward(tokens));
+    const auto config = io::read_complexity_config(dir / "config.json");
+    CHECK(config.attention_type == "prism");
 }

@@ -3,6 +3,7 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
+#include <cpx/models/generation.hpp>
 #include <cpx/models/prism_model.hpp>
 
 #include <random>
@@ -83,6 +84,13 @@ TEST_CASE("a configuration without biases (and R = 1) matches the reference") {
     CHECK(testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens)) < 1e-4);
 }
 
+TEST_CASE("bf16 weights compute in fp32 from the rounded values") {
+    PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(25)));
+    const auto rounded = convert_weights<float>(model.weights());  // exact: bf16 -> fp32
+    const auto tokens = random_tokens(30, Tiny::vocab, 26);
+    CHECK(testing::relative_error(model.forward(tokens), reference_logits(rounded, tokens)) < 1e-4);
+}
+
 TEST_CASE("a batch of sequences of different lengths gives each sequence its own logits") {
     PrismModel<Tiny> model(test_weights<Tiny>(31));
     const std::vector<std::vector<std::int64_t>> seqs{random_tokens(17, Tiny::vocab, 32),
@@ -157,7 +165,7 @@ TEST_CASE("batched decode of sequences at different offsets equals decoding each
 TEST_CASE("a bf16 KV cache stays close to the fp32 model") {
     const auto w = test_weights<Tiny>(43);
     PrismModel<Tiny> exact(w);
-    PrismModel<Tiny, bf16> compact(w);
+    PrismModel<Tiny, float, bf16> compact(w);
     const auto tokens = random_tokens(20, Tiny::vocab, 44);
     KVCache<Tiny, float> c32(32);
     KVCache<Tiny, bf16> c16(32);
@@ -198,7 +206,7 @@ TEST_CASE("the spec's initialisation: N(0, 0.02), c_proj scaled by 1/sqrt(2L), U
     CHECK(worst < 1e-5);
     // The enumeration holds the configuration's parameters plus one lambda per layer.
     count_t total = 0;
-    w.for_each_tensor([&](const NamedTensor<const float>& t) { total += t.size(); });
+    for (const auto& s : w.slots()) total += s.elements();
     CHECK(total - Mid::layers == parameter_count<Mid>());
 }
 
@@ -253,4 +261,22 @@ TEST_CASE("the attention-distance table gets every layer's queries for each head
     CHECK(distance.queries(0, 0) == 40);
     cpu::AttentionDistance wrong(Tiny::layers, Tiny::heads);
     CHECK_THROWS_AS(model.attach(wrong), ShapeError);
+}
+
+TEST_CASE("generation (shared with COMPLEXITY-DEEP) runs on the PRISM model: greedy = argmax of full passes") {
+    PrismModel<Tiny> model(test_weights<Tiny>(61));
+    const auto prompt = random_tokens(6, Tiny::vocab, 62);
+    KVCache<Tiny> cache(32);
+    const auto out = generate(model, cache, prompt, 10);
+    REQUIRE(out.size() == 10);
+    auto seq = prompt;
+    for (std::int64_t token : out) {
+        const auto last = model.forward(seq, LogitsAt::last);
+        CHECK(token == greedy_token(last));
+        seq.push_back(token);
+    }
+    // Seeded sampling is reproducible.
+    const SamplingParams p{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .seed = 5};
+    KVCache<Tiny> c1(32), c2(32);
+    CHECK(generate(model, c1, prompt, 8, p) == generate(model, c2, prompt, 8, p));
 }

@@ -34,11 +34,13 @@
 
 namespace cpx {
 
-template <PrismConfigType C, class KV = float>
+/// The model with matrices stored as W and keys/values cached as KV (each
+/// float or bf16; arithmetic is fp32), like ComplexityModel<C, W, KV>.
+template <PrismConfigType C, class W = float, class KV = float>
 class PrismModel {
 public:
     using Config = C;
-    using Weights = PrismWeights<C>;
+    using Weights = PrismWeights<C, W>;
     using Cache = KVCache<C, KV>;
     using Tokens = TokenSpan;
     using Attention = PrismAttentionOf<C>;
@@ -157,10 +159,10 @@ private:
         for (std::size_t s = 0; s < batch.size(); ++s) {
             const index_t offset = caches.empty() ? 0 : caches[s]->length();
             for (std::size_t i = 0; i < batch[s].size(); ++i, ++row) {
-                const float* te = weights_.wte.data() + batch[s][i] * C::hidden;
-                const float* pe = weights_.wpe.data() + (offset + static_cast<index_t>(i)) * C::hidden;
+                const W* te = weights_.wte.data() + batch[s][i] * C::hidden;
+                const W* pe = weights_.wpe.data() + (offset + static_cast<index_t>(i)) * C::hidden;
                 float* xr = x.data() + row * C::hidden;
-                for (int c = 0; c < C::hidden; ++c) xr[c] = te[c] + pe[c];
+                for (int c = 0; c < C::hidden; ++c) xr[c] = to_float(te[c]) + to_float(pe[c]);
             }
         }
     }
@@ -197,13 +199,12 @@ private:
             rows = x.rows(0, static_cast<index_t>(batch.size()));
         }
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
-        cpu::linear<float>(cpu::rows_of(Matrix<const float>(rows)),
-                           Matrix<const float>(weights_.wte.data(), C::vocab, C::hidden), logits,
-                           cpu::Write::overwrite, scratch_);
+        cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
+                       logits, cpu::Write::overwrite, scratch_);
     }
 
     Weights weights_;
-    cpu::PrismAttention<Attention, float, KV> attention_;
+    cpu::PrismAttention<Attention, W, KV> attention_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;
