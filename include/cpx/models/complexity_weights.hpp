@@ -287,11 +287,15 @@ ComplexityWeights<C, To> convert_weights(const ComplexityWeights<C, From>& from)
     ComplexityWeights<C, To> to;
     const auto src = from.slots();
     const auto dst = to.slots();
-    std::vector<float> values;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-        values.resize(static_cast<std::size_t>(src[i].elements()));
-        src[i].extract(values);
-        dst[i].assign(values);
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            values.resize(static_cast<std::size_t>(src[i].elements()));
+            src[i].extract(values);
+            dst[i].assign(values);
+        }
     }
     to.token_to_expert = from.token_to_expert;
     return to;

@@ -69,23 +69,29 @@ struct TensorSlot {
 };
 
 /// Seeded initialisation of every slot, each from its own stream named after
-/// it (so the result does not depend on the order of the slots): orthogonal,
-/// N(0, init_std), or the constant init_value.
+/// it: orthogonal, N(0, init_std), or the constant init_value. Streams are
+/// independent, so tensors are drawn in parallel with the same result for any
+/// thread count or slot order.
 template <class W>
 void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t seed) {
-    std::vector<float> values;
-    for (const TensorSlot<W>& s : slots) {
-        values.resize(static_cast<std::size_t>(s.elements()));
-        if (s.orthogonal) {
-            SeededRandom rng(seed, s.name);
-            cpu::orthogonal_init(Matrix<float>(values.data(), s.rows, s.cols), [&] { return rng.normal(); });
-        } else if (s.init_std > 0.0) {
-            SeededRandom rng(seed, s.name);
-            for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
-        } else {
-            std::fill(values.begin(), values.end(), s.init_value);
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            const TensorSlot<W>& s = slots[i];
+            values.resize(static_cast<std::size_t>(s.elements()));
+            if (s.orthogonal) {
+                SeededRandom rng(seed, s.name);
+                cpu::orthogonal_init(Matrix<float>(values.data(), s.rows, s.cols), [&] { return rng.normal(); });
+            } else if (s.init_std > 0.0) {
+                SeededRandom rng(seed, s.name);
+                for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
+            } else {
+                std::fill(values.begin(), values.end(), s.init_value);
+            }
+            s.assign(values);
         }
-        s.assign(values);
     }
 }
 
