@@ -294,6 +294,15 @@ TEST_CASE("bad input gets clear errors: shapes, positions past the context, sequ
                                        cpu::rows_of(out.data(), 2, d), cpu::Write::overwrite),
                          doctest::Contains("needs a cache"), InputError);
 
+    const cpu::SequenceRows<float> gap[] = {{0, 2, 0, {}, {}}, {3, 2, 0, {}, {}}};
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 5, d), std::span(gap), cpu::rows_of(out.data(), 5, d),
+                                       cpu::Write::overwrite),
+                         doctest::Contains("do not follow the previous sequences' 2 rows"), ShapeError);
+    const cpu::SequenceRows<float> short_cover{0, 3, 0, {}, {}};
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 5, d), std::span(&short_cover, 1),
+                                       cpu::rows_of(out.data(), 5, d), cpu::Write::overwrite),
+                         doctest::Contains("cover 3 of the 5 input rows"), ShapeError);
+
     KVCache<presets::TinyPrism> small(4);
     const cpu::SequenceRows<float> overflow{0, 2, 3, small.keys(0), small.values(0)};
     CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 2, d), std::span(&overflow, 1),

@@ -7,7 +7,8 @@
 //     y = causal softmax attention per head with scale 1/sqrt(D);
 //     out = (concat(y_signal, -lambda * y_noise) U) / sqrt(2 H R).
 // The attention itself is the shared causal core (cpu/causal_attention.hpp),
-// one batched call over all 2H heads of every chunk: signal and noise heads
+// batched over all 2H heads of every sequence (one call for the sequences that
+// run through a KV cache, one for those that do not): signal and noise heads
 // differ only in the RoPE applied before it and the weight applied after it.
 // The two products with U are the shared weight products (cpu/linear.hpp).
 
@@ -154,10 +155,12 @@ private:
         require<ShapeError>(out.rows == input.rows && out.cols == S::hidden, "PRISM attention: output is [", out.rows,
                             ", ", out.cols, "], expected [", input.rows, ", ", S::hidden, "]");
         require<InputError>(std::isfinite(w.lambda), "PRISM attention: lambda is not finite (", w.lambda, ")");
+        index_t covered = 0;
         for (const auto& s : sequences) {
-            require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= input.rows,
-                                "PRISM attention: sequence rows [", s.begin, ", ", s.begin + s.rows,
-                                ") outside the batch of ", input.rows);
+            require<ShapeError>(s.rows >= 0 && (s.rows == 0 || s.begin == covered), "PRISM attention: sequence rows [",
+                                s.begin, ", ", s.begin + s.rows, ") do not follow the previous sequences' ", covered,
+                                " rows (sequences are packed in order)");
+            covered += s.rows;
             require<InputError>(s.offset >= 0 && s.offset + s.rows <= max_positions(), "PRISM attention: positions [",
                                 s.offset, ", ", s.offset + s.rows, ") exceed the context length ", max_positions());
             if (s.cache_k.data) {
@@ -174,6 +177,8 @@ private:
                                     " needs a cache holding the earlier positions");
             }
         }
+        require<ShapeError>(covered == input.rows, "PRISM attention: the sequences cover ", covered, " of the ",
+                            input.rows, " input rows");
     }
 
     static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
