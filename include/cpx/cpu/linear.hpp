@@ -1,0 +1,164 @@
+#pragma once
+// Dense products with stored weights, fp32 arithmetic:
+//   linear(x, w, y):  y = x . w^T   w: [out, in]  (nn.Linear layout)
+//   matmul(x, w, y):  y = x . w     w: [in, out]  (the routed experts' layout)
+// with y either overwritten or accumulated into (residual adds, mu terms).
+//
+// Weights may be stored as fp32 or bf16. Many rows with fp32 weights go to one
+// Eigen GEMM (threaded by Eigen). Everything else is split over the output
+// features: each thread takes panels of the weight, widens bf16 panels to fp32
+// in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
+// fp32), and multiplies them with Eigen on one thread. For one row (decode)
+// that is a GEMV threaded over the output features, which Eigen alone does not
+// thread; it reads each weight exactly once.
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/parallel.hpp"
+#include "cpx/cpu/strided.hpp"
+
+namespace cpx::cpu {
+
+/// Whether a product overwrites its output or adds to it.
+enum class Write : bool { overwrite, accumulate };
+
+/// Per-thread scratch for widened weight panels. Grows when a call needs more;
+/// a model reserves it once so that decode steps allocate nothing.
+class LinearScratch {
+public:
+    void ensure(std::size_t floats_per_thread, int threads) {
+        if (floats_per_thread <= per_thread_ && threads <= threads_) return;
+        per_thread_ = pad_to_cache_line<float>(std::max(floats_per_thread, per_thread_));
+        threads_ = std::max(threads, threads_);
+        buffer_.assign(per_thread_ * static_cast<std::size_t>(threads_), 0.0f);
+    }
+    float* thread_panel(int thread) { return buffer_.data() + per_thread_ * static_cast<std::size_t>(thread); }
+    std::size_t bytes() const { return buffer_.size() * sizeof(float); }
+
+private:
+    AlignedVector<float> buffer_;
+    std::size_t per_thread_ = 0;
+    int threads_ = 0;
+};
+
+/// Rows up to which a product with fp32 weights is split over output features
+/// (a threaded GEMV) instead of going to Eigen's threaded GEMM.
+inline constexpr index_t gemv_max_rows = 8;
+
+namespace detail {
+using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowsMap = Eigen::Map<const RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
+using RowsMap = Eigen::Map<RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+inline ConstRowsMap eigen_rows(const RowBlock<const float>& b) {
+    return ConstRowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+}
+inline RowsMap eigen_rows(const RowBlock<float>& b) {
+    return RowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+}
+
+template <class Lhs, class Rhs>
+void write_product(RowsMap y, const Lhs& a, const Rhs& b, Write mode) {
+    if (mode == Write::accumulate) y.noalias() += a * b;
+    else y.noalias() = a * b;
+}
+
+/// Output features per panel: a multiple of 16, small enough for a few panels
+/// per thread (parallelism for GEMVs) and for the panel to stay in L2.
+inline index_t panel_width(index_t rows, index_t out, index_t in, int threads) {
+    const index_t by_cache = std::max<index_t>(16, (rows <= gemv_max_rows ? 65536 : 262144) / std::max<index_t>(in, 1));
+    const index_t by_threads = std::max<index_t>(16, out / (4 * static_cast<index_t>(threads)));
+    const index_t w = std::min(by_cache, by_threads);
+    return std::max<index_t>(16, w / 16 * 16);
+}
+
+template <class W>
+void widen(const W* src, index_t n, float* dst) {
+    for (index_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+}
+
+inline void check_product(const char* what, const RowBlock<const float>& x, index_t in, index_t out,
+                          const RowBlock<float>& y) {
+    require<ShapeError>(x.cols == in, what, ": input rows have ", x.cols, " features, the weight expects ", in);
+    require<ShapeError>(y.rows == x.rows && y.cols == out, what, ": output is [", y.rows, ", ", y.cols,
+                        "], expected [", x.rows, ", ", out, "]");
+}
+}  // namespace detail
+
+/// y (=|+=) x . w^T with w [out, in] in nn.Linear layout.
+template <class W>
+void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch) {
+    const index_t out = w.extent(0), in = w.extent(1), m = x.rows;
+    detail::check_product("linear", x, in, out, y);
+    if (m == 0 || out == 0) return;
+    if constexpr (std::is_same_v<W, float>) {
+        if (m > gemv_max_rows) {
+            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
+                                  detail::ConstRowsMap(w.data(), out, in, Eigen::OuterStride<>(in)).transpose(), mode);
+            return;
+        }
+    }
+    const int threads = max_threads();
+    const index_t pw = detail::panel_width(m, out, in, threads);
+    const index_t panels = (out + pw - 1) / pw;
+    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+    const auto xm = detail::eigen_rows(x);
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+    for (index_t p = 0; p < panels; ++p) {
+        const index_t o0 = p * pw, n = std::min(pw, out - o0);
+        const float* wp;
+        if constexpr (std::is_same_v<W, float>) {
+            wp = w.data() + o0 * in;
+        } else {
+            float* panel = scratch.thread_panel(thread_index());
+            detail::widen(w.data() + o0 * in, n * in, panel);
+            wp = panel;
+        }
+        detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                              detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(in)).transpose(), mode);
+    }
+}
+
+/// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).
+template <class W>
+void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch) {
+    const index_t in = w.extent(0), out = w.extent(1), m = x.rows;
+    detail::check_product("matmul", x, in, out, y);
+    if (m == 0 || out == 0) return;
+    if constexpr (std::is_same_v<W, float>) {
+        if (m > gemv_max_rows) {
+            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
+                                  detail::ConstRowsMap(w.data(), in, out, Eigen::OuterStride<>(out)), mode);
+            return;
+        }
+    }
+    const int threads = max_threads();
+    const index_t pw = detail::panel_width(m, out, in, threads);
+    const index_t panels = (out + pw - 1) / pw;
+    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+    const auto xm = detail::eigen_rows(x);
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+    for (index_t p = 0; p < panels; ++p) {
+        const index_t o0 = p * pw, n = std::min(pw, out - o0);
+        if constexpr (std::is_same_v<W, float>) {
+            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                                  detail::ConstRowsMap(w.data() + o0, in, n, Eigen::OuterStride<>(out)), mode);
+        } else {
+            float* panel = scratch.thread_panel(thread_index());
+            for (index_t i = 0; i < in; ++i) detail::widen(w.data() + i * out + o0, n, panel + i * n);
+            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                                  detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
+        }
+    }
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: installs what is missing, builds the example
+# programs and runs the main job on its built-in default (a seeded random
+# COMPLEXITY-DEEP model). Extra arguments go to the program.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake --preset release -DCPX_CUDA=OFF >/dev/null
+cmake --build --preset release --target print_config_ComplexityDeep187M -j "$(nproc)"
+./build/release/examples/print_config_ComplexityDeep187M "$@"

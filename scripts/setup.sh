@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the build needs and is missing (Debian packages), and nothing
+# else. Safe to re-run: packages already present are left alone.
+set -euo pipefail
+
+packages=(cmake make g++ libeigen3-dev doctest-dev libbenchmark-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=()
+    if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+    echo "setup: all build dependencies present"
+fi
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: CUDA compiler found; the CUDA targets will be compiled"
+else
+    echo "setup: no CUDA compiler; the CPU path only (install the CUDA Toolkit for the GPU path)"
+fi

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds and runs the whole test suite, as CI does:
+#   1. release build (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU),
+#   2. AddressSanitizer + UBSan build of the same tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+# nvcc is often installed outside PATH; let CMake's check_language(CUDA) see it.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+fi
+jobs=$(nproc)
+
+echo "== release build and tests"
+cmake --preset release
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
+
+echo "== sanitizer build (ASan + UBSan) and tests"
+cmake --preset asan
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"

@@ -1,0 +1,249 @@
+// The causal attention core against a plain double-precision softmax attention.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/causal_attention.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+struct Case {
+    int heads, kv_heads, dim, rows;
+    index_t offset;
+};
+
+// Packed layouts: q [rows, heads*dim], k/v [keys, kv_heads*dim]; query row t is at position offset + t.
+std::vector<double> reference_attention(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                                        const std::vector<float>& v, double scale,
+                                        std::vector<std::vector<double>>* probs = nullptr) {
+    const int groups = c.heads / c.kv_heads;
+    std::vector<double> out(static_cast<std::size_t>(c.rows) * c.heads * c.dim);
+    for (int t = 0; t < c.rows; ++t)
+        for (int h = 0; h < c.heads; ++h) {
+            const int kh = h / groups;
+            const index_t keys = c.offset + t + 1;
+            std::vector<double> s(keys);
+            double mx = -1e300;
+            for (index_t j = 0; j < keys; ++j) {
+                double dot = 0;
+                for (int i = 0; i < c.dim; ++i)
+                    dot += double(q[(t * c.heads + h) * c.dim + i]) * k[(j * c.kv_heads + kh) * c.dim + i];
+                s[j] = scale * dot;
+                mx = std::max(mx, s[j]);
+            }
+            double sum = 0;
+            for (auto& x : s) sum += (x = std::exp(x - mx));
+            for (auto& x : s) x /= sum;
+            for (int i = 0; i < c.dim; ++i) {
+                double acc = 0;
+                for (index_t j = 0; j < keys; ++j) acc += s[j] * v[(j * c.kv_heads + kh) * c.dim + i];
+                out[(t * c.heads + h) * c.dim + i] = acc;
+            }
+            if (probs) (*probs)[t * c.heads + h] = s;
+        }
+    return out;
+}
+
+std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                       const std::vector<float>& v, float scale, cpu::AttentionWorkspace& ws) {
+    auto out = testing::poisoned<float>(static_cast<std::size_t>(c.rows) * c.heads * c.dim);
+    const index_t keys = c.offset + c.rows;
+    cpu::causal_attention<float>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                 cpu::packed_heads(k.data(), keys, c.kv_heads, c.dim),
+                                 cpu::packed_heads(v.data(), keys, c.kv_heads, c.dim),
+                                 cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, with and without offset") {
+    cpu::AttentionWorkspace ws;
+    // rows 70 with one group spans two 64-row blocks; offsets model a chunk appended to a cache.
+    for (Case c : {Case{4, 4, 16, 70, 0}, Case{6, 2, 8, 33, 0}, Case{6, 2, 8, 5, 17}, Case{4, 1, 32, 1, 40},
+                   Case{3, 1, 64, 30, 100}}) {
+        CAPTURE(c.heads);
+        CAPTURE(c.kv_heads);
+        CAPTURE(c.rows);
+        CAPTURE(c.offset);
+        const index_t keys = c.offset + c.rows;
+        auto q = testing::random_normal(c.rows * c.heads * c.dim, 1, 1.0f);
+        auto k = testing::random_normal(keys * c.kv_heads * c.dim, 2, 1.0f);
+        auto v = testing::random_normal(keys * c.kv_heads * c.dim, 3, 1.0f);
+        const float scale = 1.0f / std::sqrt(float(c.dim));
+        // fp32 dot products of <= 64 terms and fp32 softmax sums over <= 130 keys: ~1e-6 relative.
+        CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
+    }
+}
+
+TEST_CASE("keys past the last query's position are never read") {
+    const Case c{4, 2, 8, 6, 3};
+    const index_t keys = c.offset + c.rows, capacity = keys + 10;
+    auto q = testing::random_normal(c.rows * c.heads * c.dim, 4);
+    auto k = testing::random_normal(capacity * c.kv_heads * c.dim, 5);
+    auto v = testing::random_normal(capacity * c.kv_heads * c.dim, 6);
+    auto k_poisoned = k, v_poisoned = v;
+    for (std::size_t i = keys * c.kv_heads * c.dim; i < k.size(); ++i)
+        k_poisoned[i] = v_poisoned[i] = std::numeric_limits<float>::quiet_NaN();
+    cpu::AttentionWorkspace ws;
+    auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
+    cpu::causal_attention<float>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                 cpu::packed_heads(k_poisoned.data(), capacity, c.kv_heads, c.dim),
+                                 cpu::packed_heads(v_poisoned.data(), capacity, c.kv_heads, c.dim),
+                                 cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, 0.3f, ws);
+    CHECK(testing::relative_error(out, reference_attention(c, q, k, v, 0.3)) < 1e-5);
+}
+
+TEST_CASE("q, k and v may be column ranges of one fused projection row") {
+    // Row layout [q (3 heads) | k (1 head) | v (1 head)] of dim 8, as a fused QKV GEMM produces.
+    const Case c{3, 1, 8, 12, 0};
+    const int width = (3 + 1 + 1) * 8;
+    auto fused = testing::random_normal(c.rows * width, 7);
+    std::vector<float> q, k, v;
+    for (int t = 0; t < c.rows; ++t) {
+        q.insert(q.end(), fused.begin() + t * width, fused.begin() + t * width + 24);
+        k.insert(k.end(), fused.begin() + t * width + 24, fused.begin() + t * width + 32);
+        v.insert(v.end(), fused.begin() + t * width + 32, fused.begin() + t * width + 40);
+    }
+    cpu::AttentionWorkspace ws;
+    auto out = testing::poisoned<float>(c.rows * 24);
+    cpu::causal_attention<float>(cpu::packed_heads(fused.data(), c.rows, 3, 8, width),
+                                 cpu::packed_heads(fused.data() + 24, c.rows, 1, 8, width),
+                                 cpu::packed_heads(fused.data() + 32, c.rows, 1, 8, width),
+                                 cpu::packed_heads(out.data(), c.rows, 3, 8), 0, 0.5f, ws);
+    CHECK(testing::relative_error(out, reference_attention(c, q, k, v, 0.5)) < 1e-5);
+}
+
+TEST_CASE("a bf16 KV store gives the attention of its rounded keys and values") {
+    const Case c{4, 2, 16, 9, 20};
+    const index_t keys = c.offset + c.rows;
+    auto q = testing::random_normal(c.rows * c.heads * c.dim, 8);
+    auto k = testing::random_normal(keys * c.kv_heads * c.dim, 9);
+    auto v = testing::random_normal(keys * c.kv_heads * c.dim, 10);
+    std::vector<bf16> k16(k.size()), v16(v.size());
+    for (std::size_t i = 0; i < k.size(); ++i) {
+        k16[i] = bf16::from_float(k[i]);
+        v16[i] = bf16::from_float(v[i]);
+        k[i] = k16[i].to_float();  // the reference sees exactly the stored values
+        v[i] = v16[i].to_float();
+    }
+    cpu::AttentionWorkspace ws;
+    auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
+    cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                cpu::packed_heads(k16.data(), keys, c.kv_heads, c.dim),
+                                cpu::packed_heads(v16.data(), keys, c.kv_heads, c.dim),
+                                cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, 0.25f, ws);
+    CHECK(testing::relative_error(out, reference_attention(c, q, k, v, 0.25)) < 1e-5);
+}
+
+TEST_CASE("the observer sees every (head, position) once with the reference probabilities") {
+    const Case c{4, 2, 8, 7, 5};
+    const index_t keys = c.offset + c.rows;
+    auto q = testing::random_normal(c.rows * c.heads * c.dim, 11);
+    auto k = testing::random_normal(keys * c.kv_heads * c.dim, 12);
+    auto v = testing::random_normal(keys * c.kv_heads * c.dim, 13);
+    std::vector<std::vector<double>> want(c.rows * c.heads);
+    reference_attention(c, q, k, v, 0.4, &want);
+    std::vector<std::vector<float>> seen(c.rows * c.heads);
+    std::vector<std::atomic<int>> calls(c.rows * c.heads);
+    auto observer = [&](int head, index_t position, const float* p, index_t count) {
+        const std::size_t slot = (position - c.offset) * c.heads + head;
+        seen[slot].assign(p, p + count);
+        calls[slot].fetch_add(1);
+    };
+    cpu::AttentionWorkspace ws;
+    std::vector<float> out(c.rows * c.heads * c.dim);
+    cpu::causal_attention<float>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                 cpu::packed_heads(k.data(), keys, c.kv_heads, c.dim),
+                                 cpu::packed_heads(v.data(), keys, c.kv_heads, c.dim),
+                                 cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, 0.4f, ws, observer);
+    for (std::size_t s = 0; s < seen.size(); ++s) {
+        CHECK(calls[s].load() == 1);
+        CHECK(testing::relative_error(seen[s], want[s]) < 1e-5);
+    }
+}
+
+TEST_CASE("attention is bit-identical run to run") {
+    const Case c{6, 2, 16, 80, 10};
+    const index_t keys = c.offset + c.rows;
+    auto q = testing::random_normal(c.rows * c.heads * c.dim, 14);
+    auto k = testing::random_normal(keys * c.kv_heads * c.dim, 15);
+    auto v = testing::random_normal(keys * c.kv_heads * c.dim, 16);
+    cpu::AttentionWorkspace ws1, ws2;
+    const auto a = run(c, q, k, v, 0.25f, ws1);
+    const auto b = run(c, q, k, v, 0.25f, ws2);
+    const auto again = run(c, q, k, v, 0.25f, ws1);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        CHECK(a[i] == b[i]);
+        CHECK(a[i] == again[i]);
+    }
+}
+
+TEST_CASE("a reserved workspace is not grown by calls within its reservation") {
+    cpu::AttentionWorkspace ws;
+    ws.reserve(2, 8, 8, 64, false);
+    const auto bytes = ws.bytes();
+    const Case c{4, 2, 8, 1, 63};
+    auto q = testing::random_normal(c.heads * c.dim, 17);
+    auto k = testing::random_normal(64 * c.kv_heads * c.dim, 18);
+    auto v = testing::random_normal(64 * c.kv_heads * c.dim, 19);
+    run(c, q, k, v, 0.3f, ws);
+    CHECK(ws.bytes() == bytes);
+}
+
+TEST_CASE("attention rejects inconsistent heads and too few keys") {
+    std::vector<float> buf(4096);
+    cpu::AttentionWorkspace ws;
+    auto q = cpu::packed_heads<const float>(buf.data(), 4, 3, 8);
+    auto out = cpu::packed_heads(buf.data() + 2048, 4, 3, 8);
+    auto kv2 = cpu::packed_heads<const float>(buf.data(), 8, 2, 8);
+    CHECK_THROWS_AS(cpu::causal_attention<float>(q, kv2, kv2, out, 0, 1.0f, ws), ShapeError);
+    auto kv1 = cpu::packed_heads<const float>(buf.data(), 8, 1, 8);
+    CHECK_THROWS_AS(cpu::causal_attention<float>(q, kv1, kv1, out, 5, 1.0f, ws), InputError);
+    CHECK_THROWS_AS(cpu::causal_attention<float>(q, kv1, kv1, out, -1, 1.0f, ws), InputError);
+    auto kv_wide = cpu::packed_heads<const float>(buf.data(), 8, 1, 16);
+    CHECK_THROWS_AS(cpu::causal_attention<float>(q, kv_wide, kv_wide, out, 0, 1.0f, ws), ShapeError);
+}
+
+TEST_CASE("a batch of sequences with different lengths and offsets equals separate calls") {
+    const std::vector<Case> cases = {Case{4, 2, 8, 9, 0}, Case{4, 2, 8, 1, 30}, Case{4, 2, 8, 40, 3}};
+    std::vector<std::vector<float>> q, k, v, out;
+    std::vector<cpu::AttentionProblem<float>> problems;
+    std::vector<std::size_t> observed_problem;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        const index_t keys = c.offset + c.rows;
+        q.push_back(testing::random_normal(c.rows * c.heads * c.dim, 20 + i));
+        k.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 30 + i));
+        v.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 40 + i));
+        out.push_back(testing::poisoned<float>(c.rows * c.heads * c.dim));
+    }
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        const index_t keys = c.offset + c.rows;
+        problems.push_back({cpu::packed_heads<const float>(q[i].data(), c.rows, c.heads, c.dim),
+                            cpu::packed_heads<const float>(k[i].data(), keys, c.kv_heads, c.dim),
+                            cpu::packed_heads<const float>(v[i].data(), keys, c.kv_heads, c.dim),
+                            cpu::packed_heads(out[i].data(), c.rows, c.heads, c.dim), c.offset});
+    }
+    std::vector<std::atomic<int>> rows_seen(cases.size());
+    std::atomic<int> wrong_counts{0};
+    cpu::AttentionWorkspace ws;
+    cpu::causal_attention_batch<float>(problems, 0.35f, ws,
+                                       [&](std::size_t problem, int, index_t position, const float*, index_t count) {
+                                           if (count != position + 1) wrong_counts.fetch_add(1);
+                                           rows_seen[problem].fetch_add(1);
+                                       });
+    CHECK(wrong_counts.load() == 0);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        cpu::AttentionWorkspace single;
+        const auto alone = run(cases[i], q[i], k[i], v[i], 0.35f, single);
+        for (std::size_t j = 0; j < alone.size(); ++j) CHECK(out[i][j] == alone[j]);
+        CHECK(rows_seen[i].load() == cases[i].rows * cases[i].heads);
+    }
+}

@@ -1,0 +1,123 @@
+// Weight products (nn.Linear layout and input-major layout, fp32 and bf16
+// storage) against a plain double-precision matrix product.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/linear.hpp>
+
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+// y[m, o] = sum_i x[m, i] * w(o, i), w given as a function so both layouts share it.
+template <class Weight>
+std::vector<double> reference(const std::vector<float>& x, int rows, int in, int out, Weight w,
+                              const std::vector<float>* initial = nullptr) {
+    std::vector<double> y(static_cast<std::size_t>(rows) * out);
+    for (int m = 0; m < rows; ++m)
+        for (int o = 0; o < out; ++o) {
+            double acc = initial ? (*initial)[m * out + o] : 0.0;
+            for (int i = 0; i < in; ++i) acc += double(x[m * in + i]) * w(o, i);
+            y[m * out + o] = acc;
+        }
+    return y;
+}
+
+template <class W>
+std::vector<W> stored(const std::vector<float>& w) {
+    std::vector<W> s(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) s[i] = from_float<W>(w[i]);
+    return s;
+}
+
+template <class W>
+void check_layouts(int rows, int in, int out) {
+    CAPTURE(rows);
+    CAPTURE(in);
+    CAPTURE(out);
+    auto x = testing::random_normal(rows * in, 100 + rows);
+    auto w = testing::random_normal(out * in, 200 + out, 0.1f);
+    const auto ws = stored<W>(w);
+    std::vector<float> wr(w.size());  // the stored values, which the reference must see
+    for (std::size_t i = 0; i < w.size(); ++i) wr[i] = to_float(ws[i]);
+    cpu::LinearScratch scratch;
+    // fp32 sums of <= 300 products of O(0.1) terms: ~1e-6 relative.
+    {
+        auto y = testing::poisoned<float>(rows * out);
+        cpu::linear<W>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const W>(ws.data(), out, in),
+                       cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch);
+        auto want = reference(x, rows, in, out, [&](int o, int i) { return double(wr[o * in + i]); });
+        CHECK(testing::relative_error(y, want) < 1e-5);
+    }
+    {  // the same weights read as [in, out]: w(o, i) = stored[i * out + o]
+        auto y = testing::poisoned<float>(rows * out);
+        cpu::matmul<W>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const W>(ws.data(), in, out),
+                       cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch);
+        auto want = reference(x, rows, in, out, [&](int o, int i) { return double(wr[i * out + o]); });
+        CHECK(testing::relative_error(y, want) < 1e-5);
+    }
+}
+}  // namespace
+
+TEST_CASE("linear and matmul match the reference with fp32 weights for GEMV and GEMM row counts") {
+    for (int rows : {1, 3, 8, 9, 40})
+        for (int in : {16, 67})
+            for (int out : {5, 48, 300}) check_layouts<float>(rows, in, out);
+}
+
+TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithmetic on the stored values)") {
+    for (int rows : {1, 2, 9, 33})
+        for (int in : {32, 75})
+            for (int out : {7, 64, 257}) check_layouts<bf16>(rows, in, out);
+}
+
+TEST_CASE("accumulating products add to strided sub-blocks and leave other columns alone") {
+    // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of 60.
+    const int rows = 6, in = 24, out = 33;
+    auto xb = testing::random_normal(rows * 50, 1);
+    auto yb = testing::random_normal(rows * 60, 2);
+    auto w = testing::random_normal(out * in, 3, 0.2f);
+    std::vector<float> x(rows * in), y0(rows * out);
+    for (int m = 0; m < rows; ++m) {
+        for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * 50 + 4 + i];
+        for (int o = 0; o < out; ++o) y0[m * out + o] = yb[m * 60 + 10 + o];
+    }
+    const auto before = yb;
+    cpu::LinearScratch scratch;
+    cpu::linear<float>(cpu::RowBlock<const float>{xb.data() + 4, rows, in, 50}, Matrix<const float>(w.data(), out, in),
+                       cpu::RowBlock<float>{yb.data() + 10, rows, out, 60}, cpu::Write::accumulate, scratch);
+    auto want = reference(x, rows, in, out, [&](int o, int i) { return double(w[o * in + i]); }, &y0);
+    std::vector<float> got(rows * out);
+    for (int m = 0; m < rows; ++m)
+        for (int o = 0; o < 60; ++o) {
+            if (o >= 10 && o < 10 + out) got[m * out + o - 10] = yb[m * 60 + o];
+            else CHECK(yb[m * 60 + o] == before[m * 60 + o]);
+        }
+    CHECK(testing::relative_error(got, want) < 1e-5);
+}
+
+TEST_CASE("products are bit-identical run to run") {
+    const int rows = 1, in = 96, out = 1000;
+    auto x = testing::random_normal(rows * in, 4);
+    auto w = stored<bf16>(testing::random_normal(out * in, 5));
+    cpu::LinearScratch s1, s2;
+    std::vector<float> a(out), b(out);
+    cpu::linear<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w.data(), out, in),
+                      cpu::rows_of(a.data(), rows, out), cpu::Write::overwrite, s1);
+    cpu::linear<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w.data(), out, in),
+                      cpu::rows_of(b.data(), rows, out), cpu::Write::overwrite, s2);
+    for (int o = 0; o < out; ++o) CHECK(a[o] == b[o]);
+}
+
+TEST_CASE("products reject mismatched shapes") {
+    std::vector<float> buf(256);
+    cpu::LinearScratch scratch;
+    CHECK_THROWS_AS(cpu::linear<float>(cpu::rows_of<const float>(buf.data(), 2, 8), Matrix<const float>(buf.data(), 4, 7),
+                                       cpu::rows_of(buf.data() + 128, 2, 4), cpu::Write::overwrite, scratch),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::matmul<float>(cpu::rows_of<const float>(buf.data(), 2, 8), Matrix<const float>(buf.data(), 8, 4),
+                                       cpu::rows_of(buf.data() + 128, 3, 4), cpu::Write::overwrite, scratch),
+                    ShapeError);
+}
