@@ -42,8 +42,9 @@ public:
         for (int p = 0; p < positions; ++p)
             for (int i = 0; i < half; ++i) {
                 const float angle = rope_angle(params, p, i, head_dim);
-                host[(static_cast<std::size_t>(p) * half + i) * 2] = std::cos(angle);
-                host[(static_cast<std::size_t>(p) * half + i) * 2 + 1] = std::sin(angle);
+                // cos/sin of the fp32 angle evaluated in double, then rounded: as cpu::RopeTable does.
+                host[(static_cast<std::size_t>(p) * half + i) * 2] = static_cast<float>(std::cos(static_cast<double>(angle)));
+                host[(static_cast<std::size_t>(p) * half + i) * 2 + 1] = static_cast<float>(std::sin(static_cast<double>(angle)));
             }
         table_ = DeviceBuffer<float>(host);
     }
