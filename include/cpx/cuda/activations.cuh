@@ -24,7 +24,7 @@ __global__ void swiglu_rows(const T* gate, index_t gate_ld, const T* up, index_t
          idx += static_cast<long long>(gridDim.x) * blockDim.x) {
         const long long r = idx / cols;
         const int c = static_cast<int>(idx % cols);
-        out[r * out_ld + c] = from_float<T>(swiglu(to_float(gate[r * gate_ld + c]), to_float(up[r * up_ld + c])));
+        out[r * out_ld + c] = from_float<T>(::cpx::swiglu(to_float(gate[r * gate_ld + c]), to_float(up[r * up_ld + c])));
     }
 }
 
@@ -37,7 +37,7 @@ __global__ void bias_rows(T* x, index_t ld, const B* bias, long long rows, int c
         const int c = static_cast<int>(idx % cols);
         float v = to_float(x[r * ld + c]);
         if (bias) v += to_float(bias[c]);
-        x[r * ld + c] = from_float<T>(Gelu ? gelu_erf(v) : v);
+        x[r * ld + c] = from_float<T>(Gelu ? ::cpx::gelu_erf(v) : v);
     }
 }
 }  // namespace kernels

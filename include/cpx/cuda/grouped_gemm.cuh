@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
             const int n = n0 + tx + 16 * j;
             if (n >= a.N) continue;
             float v;
-            if constexpr (SwiGLU) v = swiglu(acc[0][i][j], acc[1][i][j]);
+            if constexpr (SwiGLU) v = ::cpx::swiglu(acc[0][i][j], acc[1][i][j]);
             else v = acc[0][i][j];
             v *= scale;
             if (a.accumulate) v += to_float(y[n]);

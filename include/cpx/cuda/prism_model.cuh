@@ -34,16 +34,11 @@
 #include "cpx/cuda/embedding.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/layernorm.cuh"
+#include "cpx/cuda/logit_rows.cuh"
 #include "cpx/cuda/rope.cuh"
 #include "cpx/cuda/weight_source.cuh"
 
 namespace cpx::cuda {
-
-/// Which rows of a call get logits.
-enum class LogitRows {
-    all,   ///< every input row
-    last,  ///< the last row of each sequence's chunk (the next-token distribution)
-};
 
 template <PrismConfigType C, class T = float>
 class PrismModel {

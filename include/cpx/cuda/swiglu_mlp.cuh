@@ -20,10 +20,11 @@ struct SwiGluWeights {
     int hidden = 0, width = 0;
 };
 
-/// h += SwiGLU-MLP(x). x, h: [M, hidden]; scratch: [M, 2 * width] (overwritten).
-template <class T>
+/// h += SwiGLU-MLP(x). x: [M, hidden] in T; h: [M, hidden] in T or fp32 (the
+/// residual stream); scratch: [M, 2 * width] in T (overwritten).
+template <class T, class H = T>
 void swiglu_mlp_add(Blas& blas, StridedMatrix<const T> x, const SwiGluWeights<T>& w, StridedMatrix<T> scratch,
-                    StridedMatrix<T> h, cudaStream_t stream) {
+                    StridedMatrix<H> h, cudaStream_t stream) {
     require<ShapeError>(scratch.rows == x.rows && scratch.cols == 2 * static_cast<index_t>(w.width),
                         "swiglu_mlp_add: scratch is [", scratch.rows, ", ", scratch.cols, "], expected [", x.rows, ", ",
                         2 * w.width, "]");
@@ -31,7 +32,7 @@ void swiglu_mlp_add(Blas& blas, StridedMatrix<const T> x, const SwiGluWeights<T>
                  WeightLayout::out_in, scratch, 1.0f, 0.0f, stream);
     const StridedMatrix<T> gate = scratch.columns(0, w.width);
     swiglu<T>(gate, scratch.columns(w.width, w.width), gate, stream);
-    linear<T, T>(blas, gate, StridedMatrix<const T>(w.down, w.hidden, w.width, w.width), WeightLayout::out_in, h, 1.0f,
+    linear<T, H>(blas, gate, StridedMatrix<const T>(w.down, w.hidden, w.width, w.width), WeightLayout::out_in, h, 1.0f,
                  1.0f, stream);
 }
 

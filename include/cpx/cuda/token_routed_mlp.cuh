@@ -50,18 +50,19 @@ private:
     DeviceBuffer<T> act_, shared_;
 };
 
-/// h += TokenRoutedMLP(m) for the dispatch's routed tokens. m, h: [count, d].
-template <class T>
+/// h += TokenRoutedMLP(m) for the dispatch's routed tokens. m: [count, d] in T;
+/// h: [count, d] in T or fp32 (the residual stream).
+template <class T, class H = T>
 void token_routed_mlp_add(Blas& blas, const ExpertDispatch& dispatch, StridedMatrix<const T> m,
-                          const TokenRoutedMlpWeights<T>& w, const TokenRoutedMlpWorkspace<T>& ws, StridedMatrix<T> h,
+                          const TokenRoutedMlpWeights<T>& w, const TokenRoutedMlpWorkspace<T>& ws, StridedMatrix<H> h,
                           cudaStream_t stream) {
     const int count = dispatch.count();
     require<ShapeError>(m.rows == count && h.rows == count, "token_routed_mlp_add: ", m.rows, " input rows and ", h.rows,
                         " output rows for ", count, " routed tokens");
-    if (w.shared.width > 0) swiglu_mlp_add<T>(blas, m, w.shared, ws.shared(count), h, stream);
+    if (w.shared.width > 0) swiglu_mlp_add<T, H>(blas, m, w.shared, ws.shared(count), h, stream);
     const StridedMatrix<T> act = ws.act(count);
     grouped_swiglu<T, T, T>(dispatch, m, w.gate, w.up, act, stream);
-    grouped_scatter_add<T, T, T>(dispatch, act, w.down, h, true, nullptr, stream);
+    grouped_scatter_add<T, T, H>(dispatch, act, w.down, h, true, nullptr, stream);
 }
 
 }  // namespace cpx::cuda
