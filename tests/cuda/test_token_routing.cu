@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/cuda/graph.cuh>
+#include <cpx/cuda/learned_router_mlp.cuh>
 #include <cpx/cuda/token_routed_mlp.cuh>
 
 #include <algorithm>
@@ -290,4 +291,58 @@ TEST_CASE("a decode step (routing + token-routed MLP) captured in a CUDA graph r
         CHECK(testing::relative_error(replayed, host.apply(m, h, host_experts(tokens, table), rows)) < 1e-5);
         if (seed == 100u) CHECK(testing::relative_error(replayed, eager) < 1e-6);  // same inputs as the eager run
     }
+}
+
+// The learned-router ablation: top-1 of softmax(m W_r^T) per token, the expert output scaled by
+// its probability, plus the shared expert. The experts use the fused [E, d, 2 I_e] gate/up layout.
+TEST_CASE("the learned-router MLP runs each token's argmax expert, gated by its probability, plus the shared expert") {
+    const int E = 4, d = 64, ie = 32, is = 32, rows = 90;
+    const HostMlp host = make_host_mlp<float>(d, ie, is, E, 110);
+    const auto router = testing::random_normal(E * d, 111, 0.5f);
+    const auto m = testing::random_normal(rows * d, 112), h = testing::random_normal(rows * d, 113);
+
+    // Host: routing decision and expected output.
+    std::vector<int> expert(rows);
+    std::vector<double> prob(rows);
+    for (int r = 0; r < rows; ++r) {
+        std::vector<double> logit(E, 0.0);
+        for (int e = 0; e < E; ++e)
+            for (int k = 0; k < d; ++k) logit[e] += double(m[r * d + k]) * router[e * d + k];
+        const int best = static_cast<int>(std::max_element(logit.begin(), logit.end()) - logit.begin());
+        double sum = 0;
+        for (double l : logit) sum += std::exp(l - logit[best]);
+        expert[r] = best;
+        prob[r] = 1.0 / sum;
+    }
+    HostMlp routed_only = host, shared_only = host;
+    routed_only.is = 0;
+    const auto with_routed = routed_only.apply(m, std::vector<float>(rows * d, 0.0f), expert, rows);
+    shared_only.down.assign(shared_only.down.size(), 0.0f);  // zero routed experts: h + S(m)
+    const auto with_shared = shared_only.apply(m, h, expert, rows);
+    std::vector<double> want(rows * d);
+    for (int r = 0; r < rows; ++r)
+        for (int n = 0; n < d; ++n) want[r * d + n] = with_shared[r * d + n] + prob[r] * with_routed[r * d + n];
+
+    // Device: fused [E, d, 2 ie] gate/up tensor.
+    std::vector<float> gate_up(static_cast<std::size_t>(E) * d * 2 * ie);
+    for (int e = 0; e < E; ++e)
+        for (int k = 0; k < d; ++k)
+            for (int j = 0; j < ie; ++j) {
+                gate_up[(e * d + k) * 2 * ie + j] = host.gate[(e * d + k) * ie + j];
+                gate_up[(e * d + k) * 2 * ie + ie + j] = host.up[(e * d + k) * ie + j];
+            }
+    DeviceMlp<float> mlp(host);
+    gpu::DeviceBuffer<float> dgu(gate_up), drouter(router);
+    gpu::LearnedRouterMlpWeights<float> w{drouter.data(), mlp.weights};
+    w.experts.gate = {dgu.data(), E, d, ie, 2 * ie, static_cast<index_t>(d) * 2 * ie};
+    w.experts.up = {dgu.data() + ie, E, d, ie, 2 * ie, static_cast<index_t>(d) * 2 * ie};
+    gpu::Blas blas;
+    gpu::ExpertDispatch dispatch(E, rows);
+    gpu::LearnedRouterWorkspace<float> ws(rows, E, ie, is);
+    auto dm = testing::upload_as<float>(m), dh = testing::upload_as<float>(h);
+    gpu::learned_router_mlp_add<float>(blas, dispatch, StridedMatrix<const float>(dm.data(), rows, d, d), w, ws,
+                                       StridedMatrix<float>(dh.data(), rows, d, d), nullptr);
+    CPX_CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(read_ints(ws.ids(), rows) == std::vector<std::int32_t>(expert.begin(), expert.end()));
+    CHECK(testing::relative_error(dh.download(), want) < 1e-5);
 }

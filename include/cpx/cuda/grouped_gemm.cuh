@@ -2,7 +2,8 @@
 // Grouped expert GEMMs over the segments of an ExpertDispatch, reading the
 // segment offsets on the device (so no host synchronisation and a capturable
 // launch; see segment_tiles.hpp for the schedule). Expert weights are stored
-// input-major, [experts, K, N], and applied as x . W[e] (spec section 6.1).
+// input-major, [experts, K, N] (or the gate/up halves of [experts, K, 2N]),
+// and applied as x . W[e] (spec section 6.1).
 //
 //   grouped_swiglu: act[i, :] = SiLU(x[perm[i]] . G[e]) * (x[perm[i]] . U[e])
 //       for each sorted position i of expert e: the gate and up products of
@@ -43,9 +44,10 @@ struct GroupedGemmArgs {
     const std::int32_t* gather;  // sorted position -> row of x; null: x is in sorted order
     const std::int32_t* offsets;
     int experts;
-    const TW* w0;  // [experts, K, N]
-    const TW* w1;  // second weight (up projection) for the SwiGLU form, else null
+    const TW* w0;  // expert e, row k, column n at w0[e * w_expert_stride + k * w_ld + n]
+    const TW* w1;  // second weight (up projection) for the SwiGLU form, same strides, else null
     int K, N;
+    index_t w_ld, w_expert_stride;
     TO* out;
     index_t out_ld;
     const std::int32_t* scatter;  // sorted position -> row of out; null: out is in sorted order
@@ -67,10 +69,9 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
     __shared__ float As[BK][BM + 4];  // A transposed; the pad spreads the transposing stores over banks
     __shared__ float Bs[NW][BK][BN];
 
-    const index_t w_stride = static_cast<index_t>(a.K) * a.N;
     const TW* w[NW];
-    w[0] = a.w0 + tile.expert * w_stride;
-    if constexpr (SwiGLU) w[1] = a.w1 + tile.expert * w_stride;
+    w[0] = a.w0 + tile.expert * a.w_expert_stride;
+    if constexpr (SwiGLU) w[1] = a.w1 + tile.expert * a.w_expert_stride;
 
     float acc[NW][4][4];
 #pragma unroll
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
             for (int l = 0; l < BK * BN / grouped_threads; ++l) {
                 const int idx = tid + l * grouped_threads, k = idx / BN, n = idx % BN;
                 Bs[b][k][n] = (k0 + k < a.K && n0 + n < a.N)
-                                  ? to_float(w[b][static_cast<index_t>(k0 + k) * a.N + n0 + n])
+                                  ? to_float(w[b][static_cast<index_t>(k0 + k) * a.w_ld + n0 + n])
                                   : 0.0f;
             }
         __syncthreads();
@@ -159,13 +160,30 @@ void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, cu
 }
 }  // namespace detail
 
-/// Expert weights [experts, K, N] (input-major) on the device, with their extents.
+/// Expert weights on the device, input-major: expert e maps K inputs to N
+/// outputs, element (k, n) at data[e * expert_stride + k * ld + n]. Contiguous
+/// [experts, K, N] tensors have ld = N and expert_stride = K * N (the defaults,
+/// taken when ld and expert_stride are 0); the gate and up halves of a fused
+/// [experts, K, 2N] tensor are the same data with ld = 2N, the up half offset by N.
 template <class TW>
 struct ExpertWeights {
     const TW* data = nullptr;
     int experts = 0, k = 0, n = 0;
-    index_t size() const { return static_cast<index_t>(experts) * k * n; }
+    index_t ld = 0, expert_stride = 0;
+    index_t row_stride() const { return ld ? ld : n; }
+    index_t stride() const { return expert_stride ? expert_stride : static_cast<index_t>(k) * row_stride(); }
 };
+
+namespace detail {
+template <class TW>
+void check_expert_weights(const ExpertWeights<TW>& w, const char* what) {
+    require<ShapeError>(w.data != nullptr && w.experts >= 1 && w.k >= 1 && w.n >= 1, "grouped GEMM: ", what,
+                        " weights are missing or empty");
+    require<ShapeError>(w.row_stride() >= w.n && w.stride() >= static_cast<index_t>(w.k - 1) * w.row_stride() + w.n,
+                        "grouped GEMM: ", what, " strides (", w.row_stride(), ", ", w.stride(),
+                        ") overlap rows or experts of [", w.k, ", ", w.n, "]");
+}
+}  // namespace detail
 
 /// act[i, :] = SiLU(x[perm[i]] . gate[e]) * (x[perm[i]] . up[e]) for the sorted
 /// positions i < dispatch.count() of each expert e. x: [count, K] in original
@@ -185,10 +203,14 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
                         "], expected [", count, ", ", gate.k, "]");
     require<ShapeError>(act.rows == count && act.cols == gate.n, "grouped_swiglu: output is [", act.rows, ", ", act.cols,
                         "], expected [", count, ", ", gate.n, "]");
-    kernels::GroupedGemmArgs<TA, TW, TO> a{x.data,    x.ld,          dispatch.permutation(), dispatch.offsets(),
-                                           gate.experts, gate.data,  up.data,                gate.k,
-                                           gate.n,    act.data,      act.ld,                 nullptr,
-                                           nullptr,   false};
+    detail::check_expert_weights(gate, "gate");
+    detail::check_expert_weights(up, "up");
+    require<ShapeError>(up.row_stride() == gate.row_stride() && up.stride() == gate.stride(),
+                        "grouped_swiglu: gate and up weights must share their strides");
+    kernels::GroupedGemmArgs<TA, TW, TO> a{x.data,   x.ld,    dispatch.permutation(), dispatch.offsets(),
+                                           gate.experts, gate.data, up.data,          gate.k,
+                                           gate.n,   gate.row_stride(), gate.stride(), act.data,
+                                           act.ld,   nullptr, nullptr,                false};
     detail::launch_grouped<TA, TW, TO, true>(a, count, stream);
 }
 
@@ -207,9 +229,11 @@ void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA>
                         act.cols, "], expected [", count, ", ", down.k, "]");
     require<ShapeError>(y.rows == count && y.cols == down.n, "grouped_scatter_add: output is [", y.rows, ", ", y.cols,
                         "], expected [", count, ", ", down.n, "]");
-    kernels::GroupedGemmArgs<TA, TW, TO> a{act.data, act.ld, nullptr, dispatch.offsets(), down.experts, down.data,
-                                           nullptr,  down.k, down.n,  y.data,             y.ld,         dispatch.permutation(),
-                                           row_scale, accumulate};
+    detail::check_expert_weights(down, "down");
+    kernels::GroupedGemmArgs<TA, TW, TO> a{act.data,  act.ld,           nullptr,       dispatch.offsets(),
+                                           down.experts, down.data,     nullptr,       down.k,
+                                           down.n,    down.row_stride(), down.stride(), y.data,
+                                           y.ld,      dispatch.permutation(), row_scale, accumulate};
     detail::launch_grouped<TA, TW, TO, false>(a, count, stream);
 }
 
