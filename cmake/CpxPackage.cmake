@@ -14,5 +14,15 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cpxConfigVersion.cm
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cpxConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/cpxConfigVersion.cmake
     DESTINATION ${CPX_CONFIG_DIR})
 
+# cpx_add_routing_table, the sources of its generator and the real-text
+# frequency table, next to cpxConfig.cmake.
+set(CPX_ROUTER_FILES cmake/CpxRouter.cmake tools/cpx_routing_table.cpp tools/cli_args.hpp
+                     data/text_frequency_v32000.txt)
+install(FILES ${CPX_ROUTER_FILES} DESTINATION ${CPX_CONFIG_DIR})
+
 # Build tree: find_package(cpx) with cpx_DIR pointing at this build directory.
 export(EXPORT cpxTargets NAMESPACE cpx:: FILE ${CMAKE_CURRENT_BINARY_DIR}/cpxTargets.cmake)
+foreach(file IN LISTS CPX_ROUTER_FILES)
+    get_filename_component(name ${file} NAME)
+    configure_file(${file} ${CMAKE_CURRENT_BINARY_DIR}/${name} COPYONLY)
+endforeach()

@@ -84,25 +84,28 @@ void widen(const W* src, index_t n, float* dst) {
     for (index_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
 }
 
-inline void check_product(const char* what, const RowBlock<const float>& x, index_t in, index_t out,
-                          const RowBlock<float>& y) {
+template <class W>
+void check_product(const char* what, const RowBlock<const float>& x, const RowBlock<const W>& w, index_t in,
+                   index_t out, const RowBlock<float>& y) {
+    require<ShapeError>(w.stride >= w.cols, what, ": weight rows of ", w.cols, " values are only ", w.stride, " apart");
     require<ShapeError>(x.cols == in, what, ": input rows have ", x.cols, " features, the weight expects ", in);
     require<ShapeError>(y.rows == x.rows && y.cols == out, what, ": output is [", y.rows, ", ", y.cols,
                         "], expected [", x.rows, ", ", out, "]");
 }
 }  // namespace detail
 
-/// y (=|+=) x . w^T with w [out, in] in nn.Linear layout.
+/// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
+/// range of a wider matrix: its rows are w.stride apart).
 template <class W>
-void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
             LinearScratch& scratch) {
-    const index_t out = w.extent(0), in = w.extent(1), m = x.rows;
-    detail::check_product("linear", x, in, out, y);
+    const index_t out = w.rows, in = w.cols, ld = w.stride, m = x.rows;
+    detail::check_product("linear", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
-                                  detail::ConstRowsMap(w.data(), out, in, Eigen::OuterStride<>(in)).transpose(), mode);
+                                  detail::ConstRowsMap(w.data, out, in, Eigen::OuterStride<>(ld)).transpose(), mode);
             return;
         }
     }
@@ -115,29 +118,30 @@ void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<fl
     for (index_t p = 0; p < panels; ++p) {
         const index_t o0 = p * pw, n = std::min(pw, out - o0);
         const float* wp;
+        index_t wld;
         if constexpr (std::is_same_v<W, float>) {
-            wp = w.data() + o0 * in;
+            wp = w.data + o0 * ld, wld = ld;
         } else {
             float* panel = scratch.thread_panel(thread_index());
-            detail::widen(w.data() + o0 * in, n * in, panel);
-            wp = panel;
+            for (index_t o = 0; o < n; ++o) detail::widen(w.data + (o0 + o) * ld, in, panel + o * in);
+            wp = panel, wld = in;
         }
         detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
-                              detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(in)).transpose(), mode);
+                              detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(wld)).transpose(), mode);
     }
 }
 
 /// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).
 template <class W>
-void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
             LinearScratch& scratch) {
-    const index_t in = w.extent(0), out = w.extent(1), m = x.rows;
-    detail::check_product("matmul", x, in, out, y);
+    const index_t in = w.rows, out = w.cols, ld = w.stride, m = x.rows;
+    detail::check_product("matmul", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
-                                  detail::ConstRowsMap(w.data(), in, out, Eigen::OuterStride<>(out)), mode);
+                                  detail::ConstRowsMap(w.data, in, out, Eigen::OuterStride<>(ld)), mode);
             return;
         }
     }
@@ -151,14 +155,28 @@ void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<fl
         const index_t o0 = p * pw, n = std::min(pw, out - o0);
         if constexpr (std::is_same_v<W, float>) {
             detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
-                                  detail::ConstRowsMap(w.data() + o0, in, n, Eigen::OuterStride<>(out)), mode);
+                                  detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
         } else {
             float* panel = scratch.thread_panel(thread_index());
-            for (index_t i = 0; i < in; ++i) detail::widen(w.data() + i * out + o0, n, panel + i * n);
+            for (index_t i = 0; i < in; ++i) detail::widen(w.data + i * ld + o0, n, panel + i * n);
             detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
                                   detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
         }
     }
+}
+
+/// linear() with a contiguous [out, in] weight.
+template <class W>
+void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch) {
+    linear<W>(x, rows_of(w), y, mode, scratch);
+}
+
+/// matmul() with a contiguous [in, out] weight.
+template <class W>
+void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch) {
+    matmul<W>(x, rows_of(w), y, mode, scratch);
 }
 
 }  // namespace cpx::cpu

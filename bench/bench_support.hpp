@@ -1,0 +1,108 @@
+#pragma once
+// Measurements of this machine's limits, taken inside the benchmark binary so
+// every layer is compared with ceilings measured in the same run:
+//   - the Eigen fp32 GEMM rate for a given shape (compute-bound work),
+//   - the memory read rate over a buffer far larger than the caches (bandwidth-bound work).
+// Results are cached per shape / thread count for the life of the process.
+
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <vector>
+
+namespace cpx::bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Best-of-`repeats` wall time of `fn`, in seconds, after one warm-up call.
+template <class Fn>
+double best_seconds(Fn&& fn, int repeats) {
+    fn();
+    double best = 1e300;
+    for (int r = 0; r < repeats; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return best;
+}
+
+/// Eigen fp32 GEMM rate, GFLOP/s, for C[m,n] = A[m,k] * B[k,n] with the current thread count.
+inline double machine_gemm_gflops(int m, int n, int k) {
+    static std::map<std::tuple<int, int, int, int>, double> cache;
+    const auto key = std::make_tuple(m, n, k, Eigen::nbThreads());
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    M a = M::Random(m, k), b = M::Random(k, n), c(m, n);
+    const double flops = 2.0 * m * n * k;
+    const int repeats = std::clamp(static_cast<int>(2e10 / flops), 3, 50);
+    const double s = best_seconds([&] { c.noalias() = a * b; benchmark::DoNotOptimize(c.data()); }, repeats);
+    return cache[key] = flops / s * 1e-9;
+}
+
+/// Sums `n` floats with `threads` OpenMP threads, each over its own contiguous
+/// chunk with Eigen's vectorised reduction (a plain float loop would be bound by
+/// the add latency, not by memory).
+inline float read_all(const float* data, std::size_t n, int threads) {
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+        const std::size_t t = static_cast<std::size_t>(omp_get_thread_num()),
+                          count = static_cast<std::size_t>(omp_get_num_threads());
+        const std::size_t lo = n * t / count, hi = n * (t + 1) / count;
+        total += Eigen::Map<const Eigen::VectorXf>(data + lo, static_cast<Eigen::Index>(hi - lo)).sum();
+    }
+    return total;
+}
+
+/// Sustained memory read rate, GB/s, over a 512 MiB buffer with `threads` threads.
+inline double machine_read_gbps(int threads) {
+    static std::map<int, double> cache;
+    if (auto it = cache.find(threads); it != cache.end()) return it->second;
+    const std::size_t n = (512ull << 20) / sizeof(float);
+    std::vector<float> buf(n, 1.0f);
+    const double s = best_seconds([&] { benchmark::DoNotOptimize(read_all(buf.data(), n, threads)); }, 5);
+    return cache[threads] = static_cast<double>(n * sizeof(float)) / s * 1e-9;
+}
+
+/// What one iteration of a benchmark does, for its counters.
+struct Work {
+    double tokens = 0;        ///< tokens processed
+    double flops = 0;         ///< floating-point operations (from the constexpr FLOP counts)
+    double bytes = 0;         ///< bytes that must move from memory (weights, KV cache)
+    double gemm_ceiling = 0;  ///< GFLOP/s of Eigen GEMM of the matching shape, measured here (0: n/a)
+    double read_ceiling = 0;  ///< GB/s memory read rate, measured here (0: n/a)
+};
+
+/// Runs the timing loop of `state` over `fn` and sets the suite's counters:
+/// tokens/s, GFLOP/s, GB/s, and the fractions of the ceilings measured in this binary.
+template <class Fn>
+void run(benchmark::State& state, const Work& w, Fn&& fn) {
+    const auto t0 = Clock::now();
+    for (auto _ : state) fn();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double iters = static_cast<double>(state.iterations());
+    using benchmark::Counter;
+    const double gflops = w.flops * iters / seconds * 1e-9, gbps = w.bytes * iters / seconds * 1e-9;
+    if (w.tokens > 0) state.counters["tokens_per_s"] = Counter(w.tokens * iters / seconds);
+    if (w.flops > 0) state.counters["GFLOP_per_s"] = Counter(gflops);
+    if (w.bytes > 0) state.counters["GB_per_s"] = Counter(gbps);
+    if (w.gemm_ceiling > 0) {
+        state.counters["gemm_ceiling_GFLOP_per_s"] = Counter(w.gemm_ceiling);
+        state.counters["frac_of_gemm"] = Counter(gflops / w.gemm_ceiling);
+    }
+    if (w.read_ceiling > 0) {
+        state.counters["read_ceiling_GB_per_s"] = Counter(w.read_ceiling);
+        state.counters["frac_of_bandwidth"] = Counter(gbps / w.read_ceiling);
+    }
+}
+
+}  // namespace cpx::bench

@@ -1,0 +1,299 @@
+#pragma once
+// Loading and saving COMPLEXITY-DEEP checkpoints: model.safetensors (single
+// file, or sharded with model.safetensors.index.json) plus config.json, in the
+// authors' tensor names (spec section 9).
+//
+// Loading checks the whole checkpoint against the compiled configuration
+// before reading any weight and reports every problem at once (missing
+// tensors, wrong shapes, wrong dtypes, unexpected tensors), then reads.
+// Accepted variants, all with the same math:
+//   - routed experts as mlp.gate_proj_w / up_proj_w [E, d, I_e] + down_proj_w [E, I_e, d]
+//     (the framework), as mlp.gate_up_proj [E, d, 2 I_e] + mlp.down_proj [E, I_e, d]
+//     (its first public version and the learned-router ablation), or as
+//     mlp.experts.{e}.{gate_proj,up_proj}.weight [I_e, d] + down_proj.weight [d, I_e]
+//     (nn.Linear layout, the pilot and the vLLM plugin);
+//   - every key prefixed with "model.";
+//   - layers.{i}.self_attn.rotary_emb.inv_freq: ignored (recomputed in fp32, spec 4.4);
+//   - mu_to_{q,k,v} in models without mu guidance: ignored (built but unused by the authors);
+//   - lm_head.weight: accepted only if it equals embed_tokens.weight element for
+//     element (the model ties its head to the embedding), an error otherwise.
+// The routing table comes from layers.{i}.mlp.token_to_expert (int64 or int32;
+// every layer's copy must be identical and every value a valid expert); a
+// checkpoint without it keeps the routing the caller supplies.
+//
+// Saving writes the framework's layout (gate_proj_w / up_proj_w / down_proj_w
+// for token-routed models, gate_up_proj / down_proj for the learned router),
+// the matrices in their storage dtype (F32 or BF16) and the vectors (norm
+// weights, mu, mu_init), which the library keeps in fp32, as F32, token_to_expert as I64 in
+// every layer, and config.json with the authors' keys. Models without mu
+// guidance are saved without the unused mu_to_* tensors.
+
+#include <cstdint>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/io/checkpoint.hpp"
+#include "cpx/io/checkpoint_validator.hpp"
+#include "cpx/io/complexity_config_json.hpp"
+#include "cpx/io/safetensors_writer.hpp"
+#include "cpx/models/complexity_weights.hpp"
+
+namespace cpx {
+
+/// How the routed experts of a checkpoint were laid out.
+enum class ExpertLayout { none, split_input_major, fused_input_major, per_expert_linear };
+
+/// What loading found, for a caller who wants to report it.
+struct CheckpointReport {
+    std::string prefix;                             ///< "" or "model."
+    ExpertLayout expert_layout = ExpertLayout::none;
+    bool routing_from_checkpoint = false;           ///< token_to_expert was read from the file
+    bool config_checked = false;                    ///< a config.json was found and matched
+    std::vector<std::string> ignored;               ///< tensors present but not used
+};
+
+struct LoadOptions {
+    /// Whether a checkpoint directory must hold config.json (a checkpoint given
+    /// as a file is checked against a config.json beside it if there is one).
+    bool require_config = true;
+};
+
+namespace detail {
+inline bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// Names of one layer's expert tensors in each accepted layout.
+struct ExpertNames {
+    std::string gate, up, down, gate_up, fused_down;
+    std::string expert(int e, const char* which) const { return prefix + "mlp.experts." + std::to_string(e) + "." + which + ".weight"; }
+    std::string prefix;
+};
+inline ExpertNames expert_names(const std::string& p) {
+    return {p + "mlp.gate_proj_w", p + "mlp.up_proj_w", p + "mlp.down_proj_w", p + "mlp.gate_up_proj",
+            p + "mlp.down_proj", p};
+}
+inline bool is_expert_slot(std::string_view name) {
+    return ends_with(name, "mlp.gate_proj_w") || ends_with(name, "mlp.up_proj_w") ||
+           ends_with(name, "mlp.down_proj_w") || ends_with(name, "mlp.gate_up_proj") || ends_with(name, "mlp.down_proj");
+}
+inline void expect_float(io::CheckpointValidator& v, const std::string& name, const std::vector<std::int64_t>& shape) {
+    if (v.expect(name, shape)) v.expect_dtype_in(name, {DType::f32, DType::bf16, DType::f16});
+}
+}  // namespace detail
+
+/// Loads a checkpoint (directory, index.json or .safetensors file) into
+/// weights of configuration C stored as W. `routing`: the table to use when
+/// the checkpoint carries none (empty: keep t mod E).
+template <ComplexityConfigType C, class W = float>
+ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& path, CheckpointReport* report = nullptr,
+                                                   std::span<const std::int32_t> routing = {},
+                                                   const LoadOptions& options = {}) {
+    namespace fs = std::filesystem;
+    CheckpointReport found;
+    std::error_code ec;
+    const fs::path config_path =
+        (fs::is_directory(path, ec) ? path : path.parent_path()) / "config.json";
+    if (fs::exists(config_path, ec)) {
+        io::check_config_file<C>(config_path);
+        found.config_checked = true;
+    } else if (options.require_config && fs::is_directory(path, ec)) {
+        raise<FormatError>("checkpoint directory '", path.string(), "' has no config.json");
+    }
+    const io::Checkpoint ckpt = io::Checkpoint::open(path);
+    if (!ckpt.contains("embed_tokens.weight") && ckpt.contains("model.embed_tokens.weight")) found.prefix = "model.";
+    const std::string& pre = found.prefix;
+
+    ComplexityWeights<C, W> weights;
+    const auto slots = weights.slots();
+    io::CheckpointValidator v(ckpt);
+    constexpr std::int64_t d = C::hidden, E = C::experts, I = C::expert_width;
+
+    // ---- pass 1: check everything, read nothing
+    for (const auto& s : slots)
+        if (!(C::routed && detail::is_expert_slot(s.name))) detail::expect_float(v, pre + s.name, s.shape);
+    std::vector<ExpertLayout> layouts(C::layers, ExpertLayout::none);
+    std::vector<bool> has_table(C::layers, false);
+    for (int l = 0; C::routed && l < C::layers; ++l) {
+        const auto n = detail::expert_names(pre + "layers." + std::to_string(l) + ".");
+        if (ckpt.contains(n.gate) || ckpt.contains(n.up) || ckpt.contains(n.down)) {
+            layouts[l] = ExpertLayout::split_input_major;
+            detail::expect_float(v, n.gate, {E, d, I});
+            detail::expect_float(v, n.up, {E, d, I});
+            detail::expect_float(v, n.down, {E, I, d});
+        } else if (ckpt.contains(n.gate_up)) {
+            layouts[l] = ExpertLayout::fused_input_major;
+            detail::expect_float(v, n.gate_up, {E, d, 2 * I});
+            detail::expect_float(v, n.fused_down, {E, I, d});
+        } else if (ckpt.contains(n.expert(0, "gate_proj"))) {
+            layouts[l] = ExpertLayout::per_expert_linear;
+            for (int e = 0; e < E; ++e) {
+                detail::expect_float(v, n.expert(e, "gate_proj"), {I, d});
+                detail::expect_float(v, n.expert(e, "up_proj"), {I, d});
+                detail::expect_float(v, n.expert(e, "down_proj"), {d, I});
+            }
+        } else {
+            v.note("layer " + std::to_string(l) + ": missing routed experts (expected " + n.gate + "/" +
+                   "up_proj_w/down_proj_w, or " + n.gate_up + " with mlp.down_proj, or " + n.expert(0, "gate_proj") +
+                   " and the other experts.{e} tensors)");
+        }
+        if (C::mlp == MlpKind::token_routed) {
+            const std::string t = pre + "layers." + std::to_string(l) + ".mlp.token_to_expert";
+            if (ckpt.contains(t)) {
+                has_table[l] = true;
+                if (v.expect(t, {C::vocab})) v.expect_dtype_in(t, {DType::i64, DType::i32});
+            }
+        }
+    }
+    const auto tables = std::count(has_table.begin(), has_table.end(), true);
+    if (tables != 0 && tables != C::layers)
+        v.note_format(std::to_string(tables) + " of " + std::to_string(C::layers) +
+                      " layers carry mlp.token_to_expert; every layer's copy must be present and identical");
+    bool has_lm_head = false;
+    for (const std::string& name : v.unexpected_names()) {
+        if (detail::ends_with(name, "self_attn.rotary_emb.inv_freq")) {
+            found.ignored.push_back(name);
+        } else if (!C::use_mu && (detail::ends_with(name, "self_attn.mu_to_q.weight") ||
+                                  detail::ends_with(name, "self_attn.mu_to_k.weight") ||
+                                  detail::ends_with(name, "self_attn.mu_to_v.weight"))) {
+            found.ignored.push_back(name);
+        } else if (name == pre + "lm_head.weight" || name == "lm_head.weight") {
+            has_lm_head = true;
+            detail::expect_float(v, name, {C::vocab, d});
+            found.ignored.push_back(name);
+        } else {
+            v.note("unexpected tensor '" + name + "' (not part of this configuration)");
+        }
+    }
+    v.throw_if_errors("COMPLEXITY-DEEP checkpoint for the compiled configuration");
+
+    // ---- pass 2: read
+    std::vector<float> values;
+    const auto read = [&](const std::string& name) -> const std::vector<float>& {
+        values.resize(static_cast<std::size_t>(ckpt.get(name).numel()));
+        ckpt.read(name, std::span<float>(values));
+        return values;
+    };
+    for (const auto& s : slots)
+        if (!(C::routed && detail::is_expert_slot(s.name))) s.assign(read(pre + s.name));
+    if constexpr (C::routed) {
+        std::vector<float> gate(E * d * I), up(E * d * I), down(E * I * d);
+        for (int l = 0; l < C::layers; ++l) {
+            const auto n = detail::expert_names(pre + "layers." + std::to_string(l) + ".");
+            if (layouts[l] == ExpertLayout::split_input_major) {
+                gate = read(n.gate), up = read(n.up), down = read(n.down);
+            } else if (layouts[l] == ExpertLayout::fused_input_major) {
+                const auto& gu = read(n.gate_up);
+                for (std::int64_t e = 0; e < E; ++e)
+                    for (std::int64_t i = 0; i < d; ++i)
+                        for (std::int64_t j = 0; j < I; ++j) {
+                            gate[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + j];
+                            up[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + I + j];
+                        }
+                down = read(n.fused_down);
+            } else {
+                for (int e = 0; e < E; ++e) {  // nn.Linear [out, in] transposed to input-major
+                    const auto& g = read(n.expert(e, "gate_proj"));
+                    for (std::int64_t j = 0; j < I; ++j)
+                        for (std::int64_t i = 0; i < d; ++i) gate[(e * d + i) * I + j] = g[j * d + i];
+                    const auto& u = read(n.expert(e, "up_proj"));
+                    for (std::int64_t j = 0; j < I; ++j)
+                        for (std::int64_t i = 0; i < d; ++i) up[(e * d + i) * I + j] = u[j * d + i];
+                    const auto& dn = read(n.expert(e, "down_proj"));
+                    for (std::int64_t c = 0; c < d; ++c)
+                        for (std::int64_t j = 0; j < I; ++j) down[(e * I + j) * d + c] = dn[c * I + j];
+                }
+            }
+            auto& layer = weights.layers[static_cast<std::size_t>(l)];
+            for (std::int64_t e = 0; e < E; ++e)
+                for (std::int64_t i = 0; i < d; ++i)
+                    for (std::int64_t j = 0; j < I; ++j) {
+                        layer.gate_up[(e * d + i) * 2 * I + j] = from_float<W>(gate[(e * d + i) * I + j]);
+                        layer.gate_up[(e * d + i) * 2 * I + I + j] = from_float<W>(up[(e * d + i) * I + j]);
+                    }
+            for (std::size_t k = 0; k < down.size(); ++k) layer.down[k] = from_float<W>(down[k]);
+        }
+        found.expert_layout = layouts[0];
+    }
+    if constexpr (C::mlp == MlpKind::token_routed) {
+        if (has_table[0]) {
+            std::vector<std::int64_t> first, table(C::vocab);
+            for (int l = 0; l < C::layers; ++l) {
+                const std::string t = pre + "layers." + std::to_string(l) + ".mlp.token_to_expert";
+                ckpt.read(t, std::span<std::int64_t>(table));
+                for (int tok = 0; tok < C::vocab; ++tok) {
+                    if (table[tok] < 0 || table[tok] >= E)
+                        raise<FormatError>(ckpt.context(), "tensor '", t, "' routes token ", tok, " to expert ",
+                                           table[tok], ", outside [0, ", E, ")");
+                    if (l > 0 && table[tok] != first[tok])
+                        raise<FormatError>(ckpt.context(), "tensor '", t, "' routes token ", tok, " to expert ",
+                                           table[tok], " but layer 0 routes it to ", first[tok],
+                                           ": every layer's token_to_expert must be the same table");
+                }
+                if (l == 0) first = table;
+            }
+            for (int tok = 0; tok < C::vocab; ++tok) weights.token_to_expert[tok] = static_cast<std::int32_t>(first[tok]);
+            found.routing_from_checkpoint = true;
+        } else if (!routing.empty()) {
+            require<InputError>(routing.size() == static_cast<std::size_t>(C::vocab), "routing table has ",
+                                routing.size(), " entries for a vocabulary of ", C::vocab);
+            (void)TokenRouting(routing, C::experts);  // validates every entry
+            weights.token_to_expert.assign(routing.begin(), routing.end());
+        }
+    }
+    if (has_lm_head) {
+        const std::string head = ckpt.contains(pre + "lm_head.weight") ? pre + "lm_head.weight" : "lm_head.weight";
+        const std::vector<float> embedding = read(pre + "embed_tokens.weight");
+        const auto& lm = read(head);
+        for (std::size_t i = 0; i < lm.size(); ++i)
+            if (lm[i] != embedding[i])
+                raise<FormatError>(ckpt.context(), "tensor '", head, "' differs from embed_tokens.weight at element ",
+                                   i, " (", lm[i], " vs ", embedding[i],
+                                   "): this model ties its output head to the embedding");
+    }
+    if (report) *report = std::move(found);
+    return weights;
+}
+
+/// Writes `weights` to `dir` as model.safetensors (or, with max_shard_bytes > 0,
+/// model-0000i-of-0000N.safetensors shards and model.safetensors.index.json)
+/// and config.json.
+template <ComplexityConfigType C, class W>
+void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const std::filesystem::path& dir,
+                                std::uint64_t max_shard_bytes = 0) {
+    std::filesystem::create_directories(dir);
+    io::SafetensorsWriter writer;
+    writer.add_metadata("format", "pt");
+    std::vector<float> values;
+    std::vector<W> stored;
+    for (const auto& s : weights.slots()) {
+        values.resize(static_cast<std::size_t>(s.elements()));
+        s.extract(values);
+        if (s.f32) {  // vectors are kept in fp32 whatever W is
+            writer.add(s.name, s.shape, std::span<const float>(values));
+            continue;
+        }
+        stored.resize(values.size());
+        for (std::size_t i = 0; i < values.size(); ++i) stored[i] = from_float<W>(values[i]);
+        writer.add(s.name, s.shape, std::span<const W>(stored));
+    }
+    if constexpr (C::mlp == MlpKind::token_routed) {
+        const std::vector<std::int64_t> table(weights.token_to_expert.begin(), weights.token_to_expert.end());
+        for (int l = 0; l < C::layers; ++l)
+            writer.add("layers." + std::to_string(l) + ".mlp.token_to_expert", {C::vocab}, table);
+    }
+    if (max_shard_bytes > 0) writer.write_sharded(dir, max_shard_bytes);
+    else writer.write(dir / io::single_checkpoint_file);
+    std::ofstream config(dir / "config.json");
+    config << io::complexity_config_json<C>();
+    require<Error>(static_cast<bool>(config), "could not write ", (dir / "config.json").string());
+}
+
+}  // namespace cpx

@@ -1,0 +1,271 @@
+#pragma once
+// The COMPLEXITY-DEEP decoder on the CPU (spec sections 2-6, 8):
+//   h = Emb[t];  mu = mu_init
+//   per layer: a = RMSNorm(h); h += Attn(a, mu); m = RMSNorm(h); h += MLP(m, t);
+//              mu = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)   (not after the last layer)
+//   logits = RMSNorm(h) . Emb^T
+// A call runs a batch of sequences of any lengths, packed row after row, so
+// every projection is one GEMM over all tokens; attention runs per sequence,
+// either over the tokens of the call alone or appended to the sequence's
+// KV cache (prefill, chunked prefill at any offset, decode).
+//
+// A model object owns its workspaces and is not for concurrent use from
+// several threads (each call is itself multi-threaded). Once a call of a given
+// size has run, calls no larger allocate nothing.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/linear.hpp"
+#include "cpx/cpu/row_norms.hpp"
+#include "cpx/cpu/workspace.hpp"
+#include "cpx/models/complexity_observers.hpp"
+#include "cpx/models/complexity_weights.hpp"
+#include "cpx/models/kv_cache.hpp"
+
+namespace cpx {
+
+/// Which positions a call returns logits for.
+enum class LogitsAt {
+    all,   ///< every input position, sequence after sequence
+    last,  ///< the last input position of each sequence
+    none,  ///< none (a prefill whose logits are not needed)
+};
+
+template <ComplexityConfigType C, class W = float, class KV = float>
+class ComplexityModel {
+public:
+    using Config = C;
+    using Weights = ComplexityWeights<C, W>;
+    using Cache = KVCache<C, KV>;
+    using Tokens = std::span<const std::int64_t>;
+
+    explicit ComplexityModel(Weights weights) : weights_(std::move(weights)) {
+        if constexpr (C::mlp == MlpKind::token_routed) routing_ = weights_.routing();
+    }
+
+    const Weights& weights() const { return weights_; }
+
+    // ---- observers
+
+    void attach(ExpertLoad<C>& load) { expert_load_ = &load; }
+    void attach(MuContributions<C>& mu)
+        requires(C::use_mu)
+    {
+        mu_contributions_ = &mu;
+    }
+    void detach_observers() { expert_load_ = nullptr, mu_contributions_ = nullptr; }
+
+    // ---- sizes
+
+    /// Rows of logits a call over `batch` returns.
+    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) {
+        if (at == LogitsAt::none) return 0;
+        if (at == LogitsAt::last) return static_cast<index_t>(batch.size());
+        index_t n = 0;
+        for (const Tokens& t : batch) n += static_cast<index_t>(t.size());
+        return n;
+    }
+
+    /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
+    /// sequences attending to up to `max_keys` positions.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        attention_.reserve(rows, sequences, max_keys);
+        if constexpr (C::mlp == MlpKind::dense_swiglu) mlp_.reserve(rows, C::expert_width);
+        else mlp_.reserve(rows);
+        grow(h_, static_cast<std::size_t>(rows * C::hidden));
+        grow(x_, static_cast<std::size_t>(rows * input_width));
+        grow(m_, static_cast<std::size_t>(rows * C::hidden));
+        grow(final_, static_cast<std::size_t>(rows * C::hidden));
+        tokens_.reserve(static_cast<std::size_t>(rows));
+        rows_.reserve(static_cast<std::size_t>(sequences));
+    }
+
+    // ---- calls without a cache
+
+    /// Logits of a batch of independent sequences, each starting at position 0.
+    /// logits: [logits_rows(batch, at), vocab].
+    void forward(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& logits) {
+        run(batch, std::span<Cache* const>{}, at, logits);
+    }
+
+    /// Logits of one sequence (all positions or the last), in a new vector.
+    std::vector<float> forward(Tokens tokens, LogitsAt at = LogitsAt::all) {
+        const Tokens batch[] = {tokens};
+        std::vector<float> out(static_cast<std::size_t>(logits_rows(batch, at)) * C::vocab);
+        forward(batch, at, cpu::rows_of(out.data(), logits_rows(batch, at), C::vocab));
+        return out;
+    }
+
+    // ---- calls through caches
+
+    /// Appends each sequence's tokens to its cache (prefill when the cache is
+    /// empty, chunked prefill otherwise, decode for one token) and returns the
+    /// logits of the new positions.
+    void extend(std::span<Cache* const> caches, std::span<const Tokens> batch, LogitsAt at,
+                const cpu::RowBlock<float>& logits) {
+        require<InputError>(caches.size() == batch.size(), "extend: ", caches.size(), " caches for ", batch.size(),
+                            " sequences");
+        run(batch, caches, at, logits);
+    }
+
+    void extend(Cache& cache, Tokens tokens, LogitsAt at, const cpu::RowBlock<float>& logits) {
+        Cache* caches[] = {&cache};
+        const Tokens batch[] = {tokens};
+        extend(caches, batch, at, logits);
+    }
+
+    /// One decode step for each sequence: token[i] appended to caches[i];
+    /// logits: [caches.size(), vocab].
+    void decode(std::span<Cache* const> caches, Tokens next, const cpu::RowBlock<float>& logits) {
+        require<InputError>(caches.size() == next.size(), "decode: ", next.size(), " tokens for ", caches.size(),
+                            " caches");
+        batch_.resize(next.size());
+        for (std::size_t i = 0; i < next.size(); ++i) batch_[i] = next.subspan(i, 1);
+        run(batch_, caches, LogitsAt::all, logits);
+    }
+
+private:
+    static constexpr int input_width = Weights::input_width;
+    using Mlp = std::conditional_t<
+        C::mlp == MlpKind::token_routed, cpu::TokenRoutedMlp<C, W>,
+        std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
+
+    void validate(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+                  const cpu::RowBlock<float>& logits) const {
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            const Tokens& t = batch[s];
+            const index_t offset = caches.empty() ? 0 : caches[s]->length();
+            require<InputError>(!t.empty() || at != LogitsAt::last, "sequence ", s,
+                                " is empty: it has no last position to return logits for");
+            for (std::size_t i = 0; i < t.size(); ++i)
+                if (t[i] < 0 || t[i] >= C::vocab)
+                    raise<InputError>("token id ", t[i], " at position ", offset + static_cast<index_t>(i),
+                                      " of sequence ", s, " is outside the vocabulary [0, ", C::vocab, ")");
+            const index_t end = offset + static_cast<index_t>(t.size());
+            require<InputError>(end <= C::max_positions, "sequence ", s, " would reach position ", end,
+                                ", past the context of ", C::max_positions, " (max_position_embeddings)");
+            if (!caches.empty()) {
+                require<InputError>(caches[s] != nullptr, "sequence ", s, " has no KV cache");
+                require<InputError>(end <= caches[s]->capacity(), "the KV cache of sequence ", s, " holds ",
+                                    caches[s]->capacity(), " positions; ", caches[s]->length(), " cached + ",
+                                    t.size(), " new need ", end);
+                for (std::size_t o = 0; o < s; ++o)
+                    require<InputError>(caches[o] != caches[s], "sequences ", o, " and ", s,
+                                        " share one KV cache");
+            }
+        }
+        const index_t rows = logits_rows(batch, at);
+        require<ShapeError>(logits.rows == rows && logits.cols == C::vocab, "logits output is [", logits.rows, ", ",
+                            logits.cols, "], the call returns [", rows, ", ", C::vocab, "]");
+    }
+
+    void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+             const cpu::RowBlock<float>& logits) {
+        validate(batch, caches, at, logits);
+        index_t n = 0, max_keys = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            n += static_cast<index_t>(batch[s].size());
+            max_keys = std::max(max_keys, caches.empty() ? static_cast<index_t>(batch[s].size()) : caches[s]->capacity());
+        }
+        reserve(n, static_cast<index_t>(batch.size()), max_keys);
+        if (n == 0) return;
+
+        tokens_.clear();
+        for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
+        const cpu::RowBlock<float> h = cpu::block_in(h_, n, C::hidden);
+        const cpu::RowBlock<float> x = cpu::block_in(x_, n, input_width);
+        const cpu::RowBlock<float> m = cpu::block_in(m_, n, C::hidden);
+        embed(h);
+        if constexpr (C::use_mu)
+            for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
+
+        for (int l = 0; l < C::layers; ++l) {
+            describe_sequences(batch, caches, l);
+            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
+            cpu::MuContribution* mu_obs = nullptr;
+            if constexpr (C::use_mu)
+                if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
+            attention_.forward(weights_.attention(l), x, rows_, h, mu_obs);
+            cpu::rmsnorm_rows(h, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
+            std::span<index_t> counts;
+            if constexpr (C::routed)
+                if (expert_load_) counts = expert_load_->tokens[l];
+            if constexpr (C::mlp == MlpKind::token_routed)
+                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing_, h, counts);
+            else if constexpr (C::mlp == MlpKind::learned_router)
+                mlp_.forward(weights_.learned_router_mlp(l), m, h, counts);
+            else
+                mlp_.forward(weights_.dense_mlp(l), m, h);
+            if constexpr (C::use_mu)
+                if (l + 1 < C::layers) cpu::next_mu<C, W>(weights_.mu_guidance(l), h, x.sub_cols(C::hidden, C::hidden), scratch_);
+        }
+        for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
+        head(batch, at, h, logits);
+    }
+
+    void embed(const cpu::RowBlock<float>& h) const {
+        const W* table = weights_.embed_tokens.data();
+#pragma omp parallel for schedule(static) if (h.rows * C::hidden > 65536)
+        for (index_t r = 0; r < h.rows; ++r) {
+            const W* e = table + tokens_[static_cast<std::size_t>(r)] * C::hidden;
+            float* dst = h.row(r);
+            for (int i = 0; i < C::hidden; ++i) dst[i] = to_float(e[i]);
+        }
+    }
+
+    void describe_sequences(std::span<const Tokens> batch, std::span<Cache* const> caches, int layer) {
+        rows_.clear();
+        index_t begin = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            cpu::SequenceRows<KV> r;
+            r.begin = begin;
+            r.rows = static_cast<index_t>(batch[s].size());
+            if (!caches.empty()) {
+                r.offset = caches[s]->length();
+                r.cache_k = caches[s]->keys(layer);
+                r.cache_v = caches[s]->values(layer);
+            }
+            rows_.push_back(r);
+            begin += r.rows;
+        }
+    }
+
+    void head(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& h,
+              const cpu::RowBlock<float>& logits) {
+        if (at == LogitsAt::none) return;
+        cpu::RowBlock<const float> selected = h;
+        if (at == LogitsAt::last) {
+            const cpu::RowBlock<float> last = cpu::block_in(final_, static_cast<index_t>(batch.size()), C::hidden);
+            index_t end = 0;
+            for (std::size_t s = 0; s < batch.size(); ++s) {
+                end += static_cast<index_t>(batch[s].size());
+                std::copy_n(h.row(end - 1), C::hidden, last.row(static_cast<index_t>(s)));
+            }
+            selected = last;
+        }
+        const cpu::RowBlock<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
+        cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
+        cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,
+                       cpu::Write::overwrite, scratch_);
+    }
+
+    Weights weights_;
+    TokenRouting routing_;
+    cpu::MuGqaAttention<C, W, KV> attention_;
+    Mlp mlp_;
+    cpu::LinearScratch scratch_;
+    cpu::AlignedVector<float> h_, x_, m_, final_;
+    std::vector<std::int64_t> tokens_;
+    std::vector<cpu::SequenceRows<KV>> rows_;
+    std::vector<Tokens> batch_;
+    ExpertLoad<C>* expert_load_ = nullptr;
+    MuContributions<C>* mu_contributions_ = nullptr;
+};
+
+}  // namespace cpx

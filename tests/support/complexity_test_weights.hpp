@@ -1,0 +1,73 @@
+#pragma once
+// Random COMPLEXITY-DEEP weights for tests, scaled so that every feature is
+// exercised: activations of order one, norm weights away from one, mu
+// parameters on both sides of the [0, 2] clamp and mu values past +-2, a random
+// routing table. Also converts them to the reference's named tensors.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <cpx/models/complexity_weights.hpp>
+
+#include "complexity_reference.hpp"
+#include "test_support.hpp"
+
+namespace cpx::testing {
+
+template <ComplexityConfigType C, class W = float>
+ComplexityWeights<C, W> test_weights(std::uint64_t seed) {
+    ComplexityWeights<C, W> w;
+    std::uint64_t stream = seed * 1000;
+    for (const auto& s : w.slots()) {
+        const auto n = static_cast<std::size_t>(s.elements());
+        const std::string& name = s.name;
+        const auto ends_with = [&](const std::string& suffix) {
+            return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        std::vector<float> v;
+        if (ends_with("norm.weight") || ends_with("layernorm.weight")) {
+            v = random_normal(n, ++stream, 0.2f, 1.0f);
+        } else if (ends_with("mu_guidance.mu")) {
+            v = random_normal(n, ++stream, 1.0f, 1.0f);  // some below 0, some above 2
+        } else if (name == "mu_init") {
+            v = random_normal(n, ++stream, 1.5f);  // unclamped: some beyond +-2
+        } else if (name == "embed_tokens.weight") {
+            v = random_normal(n, ++stream, 1.0f);
+        } else {
+            // A matrix: the input dimension is the last extent except for the
+            // input-major experts [E, in, out], whose input is the middle one.
+            const bool input_major = s.shape.size() == 3;
+            const auto in = static_cast<float>(input_major ? s.shape[1] : s.shape.back());
+            const float gain = ends_with("mu_proj.weight") ? 3.0f : 1.0f;  // mu past the clamp
+            v = random_normal(n, ++stream, gain / std::sqrt(in));
+        }
+        s.assign(v);
+    }
+    if constexpr (C::mlp == MlpKind::token_routed) {
+        const auto table = random_ints(C::vocab, 0, C::experts - 1, seed + 7);
+        for (int t = 0; t < C::vocab; ++t) w.token_to_expert[t] = table[t];
+    }
+    return w;
+}
+
+/// The weights as the reference reads them: checkpoint names and layouts, the
+/// values exactly as stored (bf16-rounded for bf16 weights).
+template <ComplexityConfigType C, class W>
+ReferenceWeights reference_weights(const ComplexityWeights<C, W>& w) {
+    ReferenceWeights r;
+    for (const auto& s : w.slots()) {
+        std::vector<float> v(static_cast<std::size_t>(s.elements()));
+        s.extract(v);
+        r.tensors[s.name].assign(v.begin(), v.end());
+    }
+    if constexpr (C::mlp == MlpKind::token_routed) r.token_to_expert.assign(w.token_to_expert.begin(), w.token_to_expert.end());
+    return r;
+}
+
+inline std::vector<std::int64_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+    const auto v = random_ints(n, 0, vocab - 1, seed);
+    return {v.begin(), v.end()};
+}
+
+}  // namespace cpx::testing

@@ -1,0 +1,376 @@
+// Saving and loading COMPLEXITY-DEEP checkpoints: round trips, every accepted
+// layout, and every kind of bad checkpoint.
+#include <doctest/doctest.h>
+
+#include <cpx/config/presets.hpp>
+#include <cpx/io/safetensors_writer.hpp>
+#include <cpx/models/complexity_checkpoint.hpp>
+#include <cpx/models/complexity_model.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <unistd.h>
+
+#include "complexity_test_weights.hpp"
+
+using namespace cpx;
+namespace fs = std::filesystem;
+using Routed = presets::TinyComplexity;
+using Dense = presets::TinyDense;
+using Learned = presets::TinyLearnedRouter;
+
+namespace {
+/// A fresh directory removed at the end of the test.
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& tag)
+        : path(fs::temp_directory_path() / ("cpx_ckpt_" + tag + "_" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+const std::vector<std::int64_t> probe = {5, 17, 200, 3, 3, 99, 256, 0, 42, 120, 7, 64};
+
+template <class C, class W>
+std::vector<float> logits_of(ComplexityWeights<C, W> w) {
+    return ComplexityModel<C, W>(std::move(w)).forward(probe);
+}
+
+/// One tensor as a rewrite sees it: its values as float (or int64 for integer tensors).
+struct Tensor {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> f;
+    std::vector<std::int64_t> i;
+};
+
+/// Copies the checkpoint in `from` to `to`, passing every tensor through `edit`,
+/// which may rename, reshape or drop it (empty name) and may add tensors to `extra`.
+void rewrite(const fs::path& from, const fs::path& to, const std::function<void(Tensor&, std::vector<Tensor>&)>& edit) {
+    const auto ckpt = io::Checkpoint::open(from);
+    std::vector<Tensor> out;
+    for (const std::string& name : ckpt.names()) {
+        const auto& info = ckpt.get(name);
+        Tensor t{name, info.shape, {}, {}};
+        if (info.dtype == DType::i64) t.i = ckpt.read_vector<std::int64_t>(name);
+        else t.f = ckpt.read_vector<float>(name);
+        std::vector<Tensor> extra;
+        edit(t, extra);
+        if (!t.name.empty()) out.push_back(std::move(t));
+        for (auto& e : extra) out.push_back(std::move(e));
+    }
+    io::SafetensorsWriter w;
+    for (const Tensor& t : out) {
+        if (!t.i.empty()) w.add(t.name, t.shape, t.i);
+        else w.add(t.name, t.shape, t.f);
+    }
+    fs::create_directories(to);
+    w.write(to / "model.safetensors");
+    fs::copy_file(from / "config.json", to / "config.json", fs::copy_options::overwrite_existing);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no exception)";
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("a saved model reloads to identical weights and logits", C, Routed, Dense, Learned) {
+    TempDir dir("roundtrip");
+    auto w = cpx::testing::test_weights<C>(1);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    CHECK(fs::exists(dir.path / "config.json"));
+    CheckpointReport report;
+    auto loaded = load_complexity_checkpoint<C>(dir.path, &report);
+    CHECK(report.config_checked);
+    CHECK(loaded.token_to_expert == w.token_to_expert);
+    CHECK(logits_of(std::move(loaded)) == want);
+}
+
+TEST_CASE("bf16 weights are saved as BF16 and reload exactly; a sharded save reloads too") {
+    TempDir dir("bf16"), sharded("sharded");
+    auto w = convert_weights<bf16>(cpx::testing::test_weights<Routed>(2));
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    CHECK(io::Checkpoint::open(dir.path).get("layers.0.mlp.gate_proj_w").dtype == DType::bf16);
+    CHECK(logits_of(load_complexity_checkpoint<Routed, bf16>(dir.path)) == want);
+    save_complexity_checkpoint(w, sharded.path, 64 * 1024);
+    CHECK(fs::exists(sharded.path / "model.safetensors.index.json"));
+    CHECK(logits_of(load_complexity_checkpoint<Routed, bf16>(sharded.path)) == want);
+    // The same checkpoint into fp32 storage: the bf16 values widen exactly.
+    const auto widened = logits_of(load_complexity_checkpoint<Routed, float>(dir.path));
+    CHECK(cpx::testing::relative_error(widened, want) < 1e-6);
+}
+
+TEST_CASE("a model initialised by the library saves and reloads to identical logits") {
+    TempDir dir("init");
+    auto w = ComplexityWeights<Routed>::random(1234);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    CHECK(logits_of(load_complexity_checkpoint<Routed>(dir.path)) == want);
+}
+
+TEST_CASE("the fused gate_up_proj expert layout loads to the same logits") {
+    TempDir dir("base"), fused("fused");
+    auto w = cpx::testing::test_weights<Routed>(3);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    const std::int64_t E = Routed::experts, d = Routed::hidden, I = Routed::expert_width;
+    std::map<std::string, std::vector<float>> gates;
+    rewrite(dir.path, fused.path, [&](Tensor& t, std::vector<Tensor>& extra) {
+        if (ends_with(t.name, "mlp.gate_proj_w")) {
+            gates[t.name.substr(0, t.name.size() - 11)] = t.f;
+            t.name.clear();
+        } else if (ends_with(t.name, "mlp.up_proj_w")) {
+            const std::string p = t.name.substr(0, t.name.size() - 9);
+            const auto& g = gates.at(p);  // names are sorted: down, gate, ..., up
+            Tensor gu{p + "gate_up_proj", {E, d, 2 * I}, std::vector<float>(E * d * 2 * I), {}};
+            for (std::int64_t r = 0; r < E * d; ++r)
+                for (std::int64_t j = 0; j < I; ++j) {
+                    gu.f[r * 2 * I + j] = g[r * I + j];
+                    gu.f[r * 2 * I + I + j] = t.f[r * I + j];
+                }
+            extra.push_back(std::move(gu));
+            t.name.clear();
+        } else if (ends_with(t.name, "mlp.down_proj_w")) {
+            t.name = t.name.substr(0, t.name.size() - 2);  // mlp.down_proj
+        }
+    });
+    CheckpointReport report;
+    auto loaded = load_complexity_checkpoint<Routed>(fused.path, &report);
+    CHECK(report.expert_layout == ExpertLayout::fused_input_major);
+    CHECK(logits_of(std::move(loaded)) == want);
+}
+
+TEST_CASE("per-expert nn.Linear experts, a model. prefix, inv_freq and a tied lm_head load to the same logits") {
+    TempDir dir("base2"), linear("linear");
+    auto w = cpx::testing::test_weights<Routed>(4);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    const std::int64_t E = Routed::experts, d = Routed::hidden, I = Routed::expert_width;
+    rewrite(dir.path, linear.path, [&](Tensor& t, std::vector<Tensor>& extra) {
+        const bool gate = ends_with(t.name, "mlp.gate_proj_w"), up = ends_with(t.name, "mlp.up_proj_w"),
+                   down = ends_with(t.name, "mlp.down_proj_w");
+        if (gate || up || down) {
+            const std::string p = t.name.substr(0, t.name.rfind("mlp.") + 4);
+            for (std::int64_t e = 0; e < E; ++e) {
+                Tensor x{"model." + p + "experts." + std::to_string(e) + (gate ? ".gate_proj" : up ? ".up_proj" : ".down_proj") + ".weight",
+                         down ? std::vector<std::int64_t>{d, I} : std::vector<std::int64_t>{I, d},
+                         std::vector<float>(d * I), {}};
+                for (std::int64_t i = 0; i < (down ? I : d); ++i)       // input-major [in, out] ...
+                    for (std::int64_t o = 0; o < (down ? d : I); ++o)   // ... to nn.Linear [out, in]
+                        x.f[o * (down ? I : d) + i] = t.f[(e * (down ? I : d) + i) * (down ? d : I) + o];
+                extra.push_back(std::move(x));
+            }
+            t.name.clear();
+            return;
+        }
+        if (t.name == "embed_tokens.weight") extra.push_back({"model.lm_head.weight", t.shape, t.f, {}});
+        if (ends_with(t.name, "input_layernorm.weight")) {
+            const std::string p = t.name.substr(0, t.name.size() - 22);
+            extra.push_back({"model." + p + "self_attn.rotary_emb.inv_freq", {Routed::head_dim / 2},
+                             std::vector<float>(Routed::head_dim / 2, 0.5f), {}});
+        }
+        t.name = "model." + t.name;
+    });
+    CheckpointReport report;
+    auto loaded = load_complexity_checkpoint<Routed>(linear.path, &report);
+    CHECK(report.prefix == "model.");
+    CHECK(report.expert_layout == ExpertLayout::per_expert_linear);
+    CHECK(report.ignored.size() == Routed::layers + 1);
+    CHECK(logits_of(std::move(loaded)) == want);
+}
+
+TEST_CASE("a dense checkpoint with the authors' unused mu_to_* tensors loads, ignoring them") {
+    TempDir dir("dense"), with_mu("dense_mu");
+    auto w = cpx::testing::test_weights<Dense>(5);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    rewrite(dir.path, with_mu.path, [&](Tensor& t, std::vector<Tensor>& extra) {
+        if (ends_with(t.name, "self_attn.q_proj.weight")) {
+            const std::string p = t.name.substr(0, t.name.size() - 13);
+            extra.push_back({p + "mu_to_q.weight", {Dense::q_width, Dense::hidden}, t.f, {}});
+            extra.push_back({p + "mu_to_k.weight", {Dense::kv_width, Dense::hidden},
+                             std::vector<float>(Dense::kv_width * Dense::hidden, 9.0f), {}});
+            extra.push_back({p + "mu_to_v.weight", {Dense::kv_width, Dense::hidden},
+                             std::vector<float>(Dense::kv_width * Dense::hidden, 9.0f), {}});
+        }
+    });
+    CheckpointReport report;
+    auto loaded = load_complexity_checkpoint<Dense>(with_mu.path, &report);
+    CHECK(report.ignored.size() == 3 * Dense::layers);
+    CHECK(logits_of(std::move(loaded)) == want);
+}
+
+TEST_CASE("the learned-router checkpoint also loads from the split gate_proj_w layout") {
+    TempDir dir("learned"), split("learned_split");
+    auto w = cpx::testing::test_weights<Learned>(6);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, dir.path);
+    CHECK(io::Checkpoint::open(dir.path).contains("layers.0.mlp.gate_up_proj"));
+    const std::int64_t E = Learned::experts, d = Learned::hidden, I = Learned::expert_width;
+    rewrite(dir.path, split.path, [&](Tensor& t, std::vector<Tensor>& extra) {
+        if (ends_with(t.name, "mlp.gate_up_proj")) {
+            const std::string p = t.name.substr(0, t.name.size() - 12);
+            Tensor g{p + "gate_proj_w", {E, d, I}, std::vector<float>(E * d * I), {}}, u = g;
+            u.name = p + "up_proj_w";
+            for (std::int64_t r = 0; r < E * d; ++r)
+                for (std::int64_t j = 0; j < I; ++j) {
+                    g.f[r * I + j] = t.f[r * 2 * I + j];
+                    u.f[r * I + j] = t.f[r * 2 * I + I + j];
+                }
+            extra.push_back(std::move(g));
+            extra.push_back(std::move(u));
+            t.name.clear();
+        } else if (ends_with(t.name, "mlp.down_proj")) {
+            t.name += "_w";
+        }
+    });
+    CHECK(logits_of(load_complexity_checkpoint<Learned>(split.path)) == want);
+}
+
+TEST_CASE("routing tables: all layers must agree, values must be experts, int32 is accepted, absent uses the given table") {
+    TempDir dir("routing"), differ("differ"), range("range"), i32("i32"), none("none");
+    auto w = cpx::testing::test_weights<Routed>(7);
+    save_complexity_checkpoint(w, dir.path);
+    rewrite(dir.path, differ.path, [](Tensor& t, std::vector<Tensor>&) {
+        if (t.name == "layers.2.mlp.token_to_expert") t.i[100] = (t.i[100] + 1) % Routed::experts;
+    });
+    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(differ.path); });
+    CHECK(msg.find("layers.2.mlp.token_to_expert") != std::string::npos);
+    CHECK(msg.find("token 100") != std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(differ.path), FormatError);
+
+    rewrite(dir.path, range.path, [](Tensor& t, std::vector<Tensor>&) {
+        if (ends_with(t.name, "token_to_expert")) t.i[3] = Routed::experts;
+    });
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(range.path), FormatError);
+
+    {  // int32 tables
+        const auto ckpt = io::Checkpoint::open(dir.path);
+        io::SafetensorsWriter wr;
+        for (const auto& name : ckpt.names()) {
+            if (ends_with(name, "token_to_expert")) {
+                const auto v = ckpt.read_vector<std::int32_t>(name);
+                wr.add(name, {Routed::vocab}, v);
+            } else {
+                wr.add(name, ckpt.get(name).shape, ckpt.read_vector<float>(name));
+            }
+        }
+        wr.write(i32.path / "model.safetensors");
+        fs::copy_file(dir.path / "config.json", i32.path / "config.json");
+        CHECK(load_complexity_checkpoint<Routed>(i32.path).token_to_expert == w.token_to_expert);
+    }
+
+    rewrite(dir.path, none.path, [](Tensor& t, std::vector<Tensor>&) {
+        if (ends_with(t.name, "token_to_expert")) t.name.clear();
+    });
+    CheckpointReport report;
+    const auto modulo = load_complexity_checkpoint<Routed>(none.path, &report);
+    CHECK_FALSE(report.routing_from_checkpoint);
+    for (int t = 0; t < Routed::vocab; ++t) CHECK(modulo.token_to_expert[t] == t % Routed::experts);
+    std::vector<std::int32_t> given(Routed::vocab, 2);
+    CHECK(load_complexity_checkpoint<Routed>(none.path, nullptr, given).token_to_expert == given);
+}
+
+TEST_CASE("a checkpoint with missing tensors and wrong shapes is reported in one error naming each") {
+    TempDir dir("bad"), broken("broken");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(8), dir.path);
+    rewrite(dir.path, broken.path, [](Tensor& t, std::vector<Tensor>& extra) {
+        if (t.name == "layers.1.self_attn.k_norm.weight") t.name.clear();
+        if (t.name == "norm.weight") {
+            t.shape = {Routed::hidden - 1};
+            t.f.pop_back();
+        }
+        if (t.name == "mu_init") extra.push_back({"layers.0.mystery", {2}, {1.0f, 2.0f}, {}});
+    });
+    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(broken.path); });
+    CHECK(msg.find("missing tensor 'layers.1.self_attn.k_norm.weight'") != std::string::npos);
+    CHECK(msg.find("tensor 'norm.weight': expected shape [64], found [63]") != std::string::npos);
+    CHECK(msg.find("unexpected tensor 'layers.0.mystery'") != std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(broken.path), ShapeError);
+}
+
+TEST_CASE("a weight stored as an integer dtype is rejected by name") {
+    TempDir dir("dtype"), bad("dtype_bad");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(9), dir.path);
+    rewrite(dir.path, bad.path, [](Tensor& t, std::vector<Tensor>&) {
+        if (t.name == "layers.0.mu_guidance.mu") t.i.assign(t.f.size(), 1), t.f.clear();
+    });
+    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(bad.path); });
+    CHECK(msg.find("layers.0.mu_guidance.mu") != std::string::npos);
+    CHECK(msg.find("I64") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint of another configuration fails on config.json, listing the mismatches") {
+    TempDir dir("other");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(10), dir.path);
+    const auto msg = message_of([&] { load_complexity_checkpoint<Dense>(dir.path); });
+    CHECK(msg.find("intermediate_size") != std::string::npos);
+    CHECK(msg.find("mlp_type") != std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Dense>(dir.path), ShapeError);
+}
+
+TEST_CASE("a checkpoint directory without config.json is an error unless allowed") {
+    TempDir dir("noconfig");
+    auto w = cpx::testing::test_weights<Routed>(11);
+    save_complexity_checkpoint(w, dir.path);
+    fs::remove(dir.path / "config.json");
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(dir.path), FormatError);
+    CHECK(logits_of(load_complexity_checkpoint<Routed>(dir.path, nullptr, {}, LoadOptions{.require_config = false})) ==
+          logits_of(w));
+}
+
+TEST_CASE("a truncated or lying safetensors file is a FormatError") {
+    TempDir dir("trunc");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(12), dir.path);
+    const fs::path file = dir.path / "model.safetensors";
+    std::string bytes;
+    {
+        std::ifstream in(file, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    {
+        std::ofstream out(file, std::ios::binary | std::ios::trunc);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 100));
+    }
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(dir.path), FormatError);
+    {  // the header claims a tensor ends past the data: shift the first "data_offsets":[a,b] end
+        std::string lying = bytes;
+        const auto at = lying.find("\"data_offsets\":[0,");
+        REQUIRE(at != std::string::npos);
+        lying.replace(at + 18, 1, "9");
+        std::ofstream out(file, std::ios::binary | std::ios::trunc);
+        out.write(lying.data(), static_cast<std::streamsize>(lying.size()));
+    }
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(dir.path), FormatError);
+}
+
+TEST_CASE("an lm_head.weight that differs from the embedding is an error") {
+    TempDir dir("head"), bad("head_bad");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(13), dir.path);
+    rewrite(dir.path, bad.path, [](Tensor& t, std::vector<Tensor>& extra) {
+        if (t.name == "embed_tokens.weight") {
+            Tensor head{"lm_head.weight", t.shape, t.f, {}};
+            head.f[77] += 1.0f;
+            extra.push_back(std::move(head));
+        }
+    });
+    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(bad.path); });
+    CHECK(msg.find("lm_head.weight") != std::string::npos);
+    CHECK(msg.find("element 77") != std::string::npos);
+}

@@ -1,0 +1,215 @@
+// Each COMPLEXITY-DEEP layer on its own against the plain double-precision
+// formulas of tests/support/complexity_reference.hpp.
+#include <doctest/doctest.h>
+
+#include <cpx/config/presets.hpp>
+#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/kv_cache.hpp>
+
+#include <algorithm>
+
+#include "complexity_reference.hpp"
+#include "complexity_test_weights.hpp"
+#include "test_support.hpp"
+
+using namespace cpx;
+using cpx::testing::random_normal;
+using cpx::testing::random_tokens;
+using cpx::testing::reference_weights;
+using cpx::testing::relative_error;
+using cpx::testing::test_weights;
+
+namespace {
+using Routed = presets::TinyComplexity;
+using Dense = presets::TinyDense;
+using Learned = presets::TinyLearnedRouter;
+
+std::vector<std::vector<double>> split_rows(const std::vector<float>& x, std::size_t rows, std::size_t cols,
+                                            std::size_t first = 0, std::size_t stride = 0) {
+    if (!stride) stride = cols;
+    std::vector<std::vector<double>> out(rows);
+    for (std::size_t r = 0; r < rows; ++r) out[r].assign(x.begin() + r * stride + first, x.begin() + r * stride + first + cols);
+    return out;
+}
+std::vector<double> join(const std::vector<std::vector<double>>& rows) {
+    std::vector<double> out;
+    for (const auto& r : rows) out.insert(out.end(), r.begin(), r.end());
+    return out;
+}
+}  // namespace
+
+TEST_CASE("mu-guided attention matches the reference: stacked [a | mu] projection, QK-norm, RoPE, GQA, o_proj") {
+    using C = Routed;
+    const auto w = test_weights<C>(21);
+    const auto ref = reference_weights(w);
+    const int T = 19, in = 2 * C::hidden;
+    const auto input = random_normal(T * in, 1);  // rows [a | mu]
+    auto residual = random_normal(T * C::hidden, 2);
+    const auto before = residual;
+    cpu::MuGqaAttention<C, float> attention;
+    const cpu::SequenceRows<float> seq{0, T, 0, {}, {}};
+    attention.forward(w.attention(1), cpu::rows_of<const float>(input.data(), T, in), std::span(&seq, 1),
+                      cpu::rows_of(residual.data(), T, C::hidden));
+    auto want = cpx::testing::reference_attention<C>(ref, "layers.1.", split_rows(input, T, C::hidden, 0, in),
+                                                     split_rows(input, T, C::hidden, C::hidden, in));
+    for (int t = 0; t < T; ++t)
+        for (int i = 0; i < C::hidden; ++i) want[t][i] += before[t * C::hidden + i];
+    CHECK(relative_error(residual, join(want)) < 1e-5);
+}
+
+TEST_CASE("attention without mu guidance reads the normalised input alone") {
+    using C = Dense;
+    const auto w = test_weights<C>(22);
+    const auto ref = reference_weights(w);
+    const int T = 11;
+    const auto a = random_normal(T * C::hidden, 3);
+    std::vector<float> residual(T * C::hidden, 0.0f);
+    cpu::MuGqaAttention<C, float> attention;
+    const cpu::SequenceRows<float> seq{0, T, 0, {}, {}};
+    attention.forward(w.attention(0), cpu::rows_of<const float>(a.data(), T, C::hidden), std::span(&seq, 1),
+                      cpu::rows_of(residual.data(), T, C::hidden));
+    const auto want = cpx::testing::reference_attention<C>(ref, "layers.0.", split_rows(a, T, C::hidden), {});
+    CHECK(relative_error(residual, join(want)) < 1e-5);
+}
+
+TEST_CASE("attention through a cache at an offset equals the rows of a full-sequence call") {
+    using C = Routed;
+    const auto w = test_weights<C>(23);
+    const int T = 14, split = 9, in = 2 * C::hidden;
+    const auto input = random_normal(T * in, 4);
+    std::vector<float> full(T * C::hidden, 0.0f), chunked(T * C::hidden, 0.0f);
+    cpu::MuGqaAttention<C, float> attention;
+    const cpu::SequenceRows<float> whole{0, T, 0, {}, {}};
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), T, in), std::span(&whole, 1),
+                      cpu::rows_of(full.data(), T, C::hidden));
+    KVCache<C> cache(32);
+    const cpu::SequenceRows<float> head{0, split, 0, cache.keys(0), cache.values(0)};
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), split, in), std::span(&head, 1),
+                      cpu::rows_of(chunked.data(), split, C::hidden));
+    const cpu::SequenceRows<float> tail{0, T - split, split, cache.keys(0), cache.values(0)};
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data() + split * in, T - split, in),
+                      std::span(&tail, 1), cpu::rows_of(chunked.data() + split * C::hidden, T - split, C::hidden));
+    CHECK(relative_error(chunked, full) < 1e-5);
+}
+
+TEST_CASE("the token-routed MLP adds each token's expert and the shared expert to the residual") {
+    using C = Routed;
+    const auto w = test_weights<C>(24);
+    const auto ref = reference_weights(w);
+    const int N = 40;
+    const auto x = random_normal(N * C::hidden, 5);
+    const auto tokens = random_tokens(N, C::vocab, 6);
+    std::vector<float> residual(N * C::hidden, 0.0f);
+    cpu::TokenRoutedMlp<C, float> mlp;
+    std::vector<index_t> counts(C::experts, 0);
+    mlp.forward(w.token_routed_mlp(2), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, w.routing(),
+                cpu::rows_of(residual.data(), N, C::hidden), counts);
+    std::vector<std::vector<double>> want(N);
+    std::vector<index_t> want_counts(C::experts, 0);
+    for (int r = 0; r < N; ++r) {
+        want[r] = cpx::testing::reference_mlp<C>(ref, "layers.2.", split_rows(x, N, C::hidden)[r], tokens[r]);
+        ++want_counts[w.token_to_expert[tokens[r]]];
+    }
+    CHECK(relative_error(residual, join(want)) < 1e-5);
+    CHECK(counts == want_counts);
+}
+
+TEST_CASE("sparse expert dispatch equals running every expert on every row and masking") {
+    using C = Routed;
+    const auto w = test_weights<C>(25);
+    const int N = 33;
+    const auto x = random_normal(N * C::hidden, 7);
+    const auto experts = cpx::testing::random_ints(N, 0, C::experts - 1, 8);
+    const std::vector<std::int32_t> expert(experts.begin(), experts.end());
+    std::vector<float> sparse(N * C::hidden, 0.0f);
+    cpu::ExpertDispatch<float> dispatch;
+    dispatch.forward(w.experts(0), cpu::rows_of<const float>(x.data(), N, C::hidden), expert, {},
+                     cpu::rows_of(sparse.data(), N, C::hidden));
+    // Masked dense: all rows through all experts, then keep each row's own expert.
+    std::vector<float> dense(N * C::hidden, 0.0f);
+    cpu::LinearScratch scratch;
+    std::vector<float> h(N * 2 * C::expert_width), y(N * C::hidden);
+    for (int e = 0; e < C::experts; ++e) {
+        cpu::matmul<float>(cpu::rows_of<const float>(x.data(), N, C::hidden), w.experts(0).gate_up_of(e),
+                           cpu::rows_of(h.data(), N, 2 * C::expert_width), cpu::Write::overwrite, scratch);
+        cpu::swiglu_inplace(cpu::rows_of(h.data(), N, 2 * C::expert_width), C::expert_width);
+        cpu::matmul<float>(cpu::RowBlock<const float>{h.data(), N, C::expert_width, 2 * C::expert_width},
+                           w.experts(0).down_of(e), cpu::rows_of(y.data(), N, C::hidden), cpu::Write::overwrite,
+                           scratch);
+        for (int r = 0; r < N; ++r)
+            if (expert[r] == e) std::copy_n(y.data() + r * C::hidden, C::hidden, dense.data() + r * C::hidden);
+    }
+    // Same products on different row counts: rounding-level differences.
+    CHECK(relative_error(sparse, dense) < 1e-6);
+}
+
+TEST_CASE("the learned router scales its top-1 expert by the softmax probability, plus the shared expert") {
+    using C = Learned;
+    const auto w = test_weights<C>(26);
+    const auto ref = reference_weights(w);
+    const int N = 25;
+    const auto x = random_normal(N * C::hidden, 9);
+    std::vector<float> residual(N * C::hidden, 0.0f);
+    cpu::LearnedRouterMlp<C, float> mlp;
+    std::vector<index_t> counts(C::experts, 0);
+    mlp.forward(w.learned_router_mlp(1), cpu::rows_of<const float>(x.data(), N, C::hidden),
+                cpu::rows_of(residual.data(), N, C::hidden), counts);
+    std::vector<std::vector<double>> want(N);
+    for (int r = 0; r < N; ++r)
+        want[r] = cpx::testing::reference_mlp<C>(ref, "layers.1.", split_rows(x, N, C::hidden)[r], 0);
+    CHECK(relative_error(residual, join(want)) < 1e-5);
+    index_t total = 0;
+    for (index_t c : counts) total += c;
+    CHECK(total == N);
+}
+
+TEST_CASE("the dense SwiGLU MLP matches the reference") {
+    using C = Dense;
+    const auto w = test_weights<C>(27);
+    const auto ref = reference_weights(w);
+    const int N = 12;
+    const auto x = random_normal(N * C::hidden, 10);
+    std::vector<float> residual(N * C::hidden, 0.0f);
+    cpu::SwiGluMlp<float> mlp;
+    mlp.forward(w.dense_mlp(0), cpu::rows_of<const float>(x.data(), N, C::hidden),
+                cpu::rows_of(residual.data(), N, C::hidden));
+    std::vector<std::vector<double>> want(N);
+    for (int r = 0; r < N; ++r) want[r] = cpx::testing::reference_mlp<C>(ref, "layers.0.", split_rows(x, N, C::hidden)[r], 0);
+    CHECK(relative_error(residual, join(want)) < 1e-5);
+}
+
+TEST_CASE("mu guidance clamps mu_param to [0, 2], adds W_mu h2, and clamps the sum to [-2, 2]") {
+    using C = Routed;
+    const auto w = test_weights<C>(28);
+    const auto ref = reference_weights(w);
+    const int N = 10;
+    const auto h2 = random_normal(N * C::hidden, 11, 2.0f);
+    auto next = cpx::testing::poisoned<float>(N * C::hidden);
+    cpu::LinearScratch scratch;
+    cpu::next_mu<C, float>(w.mu_guidance(0), cpu::rows_of<const float>(h2.data(), N, C::hidden),
+                           cpu::rows_of(next.data(), N, C::hidden), scratch);
+    std::vector<double> want(N * C::hidden);
+    int clamped = 0;
+    for (int r = 0; r < N; ++r) {
+        const auto proj = cpx::testing::ref::linear(ref["layers.0.mu_guidance.mu_proj.weight"],
+                                                    split_rows(h2, N, C::hidden)[r], C::hidden);
+        for (int i = 0; i < C::hidden; ++i) {
+            const double raw = std::clamp(ref["layers.0.mu_guidance.mu"][i], 0.0, 2.0) + proj[i];
+            want[r * C::hidden + i] = std::clamp(raw, -2.0, 2.0);
+            clamped += std::abs(raw) > 2.0;
+        }
+    }
+    CHECK(clamped > 0);  // the test weights reach the clamp
+    CHECK(relative_error(next, want) < 1e-5);
+}
+
+TEST_CASE("the token-routed MLP rejects token ids outside the routing table") {
+    using C = Routed;
+    const auto w = test_weights<C>(29);
+    std::vector<float> x(2 * C::hidden), residual(2 * C::hidden);
+    const std::vector<std::int64_t> tokens = {1, C::vocab};
+    cpu::TokenRoutedMlp<C, float> mlp;
+    CHECK_THROWS_AS(mlp.forward(w.token_routed_mlp(0), cpu::rows_of<const float>(x.data(), 2, C::hidden), tokens,
+                                w.routing(), cpu::rows_of(residual.data(), 2, C::hidden)),
+                    InputError);
+}

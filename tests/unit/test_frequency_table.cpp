@@ -1,0 +1,130 @@
+// Frequency tables in text and .npy form, and the errors bad tables give:
+// each names the file and the line (text) or entry (.npy).
+#include <doctest/doctest.h>
+
+#include <cpx/io/frequency_table.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace cpx::io;
+using Counts = std::vector<std::uint64_t>;
+
+namespace {
+const std::string npy_dir = CPX_TEST_DATA_DIR "/npy/";
+
+Counts parse(const std::string& text, std::optional<std::size_t> vocab = std::nullopt) {
+    return parse_frequency_text(text, "t.txt", vocab);
+}
+}  // namespace
+
+TEST_CASE("dense text: one count per line; comments, blank lines, spaces and CRLF are ignored") {
+    CHECK(parse("# counts\n5\n\n  0\t\r\n12\n# end\n7") == Counts{5, 0, 12, 7});
+    CHECK(parse("5\n0\n12\n7\n", 4) == Counts{5, 0, 12, 7});
+}
+
+TEST_CASE("sparse text: `id<TAB>count` lines in any order, absent ids count 0") {
+    CHECK(parse("3\t7\n0\t5\n2  12\n") == Counts{5, 0, 12, 7});
+    CHECK(parse("1\t4\n", 3) == Counts{0, 4, 0});
+}
+
+TEST_CASE("whole numbers written as decimals or in scientific notation are accepted exactly") {
+    CHECK(parse("12.0\n1.2e1\n0.0\n18446744073709551591\n") == Counts{12, 12, 0, 18446744073709551591u});
+}
+
+TEST_CASE("a dense table of the wrong length names the line where it goes wrong") {
+    CHECK_THROWS_WITH_AS(parse("1\n2\n3\n", 2), "t.txt:3: more counts than the vocabulary size 2", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("1\n2\n# c\n\n", 3),
+                         "t.txt:2: the table ends after 2 counts but the vocabulary has 3 token ids", cpx::FormatError);
+}
+
+TEST_CASE("negative, non-finite, fractional and garbage counts are rejected with their line") {
+    CHECK_THROWS_WITH_AS(parse("1\n-3\n"), "t.txt:2: count -3 is negative", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("1\n2\nnan\n"), "t.txt:3: count nan is not finite", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("inf\n"), "t.txt:1: count inf is not finite", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("0\t1.5\n"), "t.txt:1: count 1.5 is not a whole number", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("1\nabc\n"), "t.txt:2: 'abc' is not a count (expected a non-negative whole number)",
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("18446744073709551616\n"), "t.txt:1: count 18446744073709551616 exceeds 2^64 - 1",
+                         cpx::FormatError);
+}
+
+TEST_CASE("sparse ids out of range, negative or repeated are rejected with their line") {
+    CHECK_THROWS_WITH_AS(parse("0\t1\n5\t2\n", 5), "t.txt:2: token id 5 is outside the vocabulary [0, 5)",
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("-1\t2\n"), "t.txt:1: token id '-1' is not a non-negative integer", cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("4\t1\n2\t2\n# x\n4\t3\n"), "t.txt:4: token id 4 appears again (first on line 1)",
+                         cpx::FormatError);
+}
+
+TEST_CASE("the first record fixes the form, and lines have one or two fields") {
+    CHECK_THROWS_WITH_AS(parse("1\n2\t3\n"),
+                         "t.txt:2: found an `id count` record but line 1 set the dense `count` form for the file",
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("0\t1\n2\n"),
+                         "t.txt:2: found a bare count but line 1 set the sparse `id count` form for the file",
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("1 2 3\n"), "t.txt:1: expected `count` or `id<TAB>count`, found 3 fields",
+                         cpx::FormatError);
+}
+
+TEST_CASE("an empty table is an error") {
+    CHECK_THROWS_WITH_AS(parse(""), "t.txt: no counts (the file is empty or holds only blank and comment lines)",
+                         cpx::FormatError);
+    CHECK_THROWS_AS(parse("# only a comment\n\n"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(parse("1\n", 0), "t.txt: the vocabulary size must be at least 1", cpx::FormatError);
+}
+
+TEST_CASE("counts that sum past 2^64 are rejected") {
+    CHECK_THROWS_WITH_AS(parse("18446744073709551615\n1\n"), "t.txt: the counts sum past 2^64 - 1 at token id 1",
+                         cpx::FormatError);
+}
+
+TEST_CASE(".npy tables of int64, int32, float32 and float64 give the same counts") {
+    for (const char* file : {"counts_i64.npy", "counts_i32.npy", "counts_f32.npy", "counts_f64.npy"}) {
+        CAPTURE(file);
+        CHECK(read_frequency_table(npy_dir + file) == Counts{5, 0, 12, 7});
+        CHECK(read_frequency_table(npy_dir + file, 4) == Counts{5, 0, 12, 7});
+    }
+}
+
+TEST_CASE("bad .npy tables name the entry and the reason") {
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "counts_i64.npy", 5),
+                         doctest::Contains("counts_i64.npy: the table has 4 entries but the vocabulary has 5 token ids"),
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "negative_i64.npy"),
+                         doctest::Contains("negative_i64.npy: entry 1: count -2 is negative"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "nan_f64.npy"),
+                         doctest::Contains("nan_f64.npy: entry 1: count nan is not finite"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "fraction_f32.npy"),
+                         doctest::Contains("fraction_f32.npy: entry 1: count 2.5 is not a whole number"),
+                         cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "matrix_i64_2x2.npy"),
+                         doctest::Contains("must be a 1-D array, this one has 2 dimensions"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_frequency_table(npy_dir + "empty_i64.npy"),
+                         doctest::Contains("empty_i64.npy: no counts (the array is empty)"), cpx::FormatError);
+}
+
+TEST_CASE("the format is told by the .npy magic, not the file name") {
+    const auto path = std::filesystem::temp_directory_path() / "cpx_test_counts_as.txt";
+    std::filesystem::copy_file(npy_dir + "counts_f32.npy", path, std::filesystem::copy_options::overwrite_existing);
+    const Counts counts = read_frequency_table(path);
+    std::filesystem::remove(path);
+    CHECK(counts == Counts{5, 0, 12, 7});
+}
+
+TEST_CASE("a missing table file is an error naming it") {
+    CHECK_THROWS_WITH_AS(read_frequency_table("no/such/table.txt"),
+                         "no/such/table.txt: cannot open the frequency table", cpx::Error);
+}
+
+TEST_CASE("the shipped real-text table has 32000 ids ranked by frequency and a zero-count tail") {
+    const Counts counts = read_frequency_table(CPX_SOURCE_DIR "/data/text_frequency_v32000.txt", 32000);
+    CHECK(std::is_sorted(counts.rbegin(), counts.rend()));
+    CHECK(counts.front() > 0);
+    CHECK(counts.back() == 0);
+}

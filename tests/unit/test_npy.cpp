@@ -1,0 +1,127 @@
+// The .npy reader and writer against files written by numpy itself
+// (tests/data/npy, made by make_npy_fixtures.py there).
+#include <doctest/doctest.h>
+
+#include <cpx/io/npy.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace cpx::io;
+
+namespace {
+const std::string dir = CPX_TEST_DATA_DIR "/npy/";
+
+std::vector<unsigned char> file_bytes(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::filesystem::path temp_path(const std::string& name) {
+    return std::filesystem::temp_directory_path() / ("cpx_test_npy_" + name);
+}
+}  // namespace
+
+TEST_CASE("reads numpy's 1-D int64, int32, float32 and float64 arrays") {
+    const NpyArray i64 = read_npy(dir + "counts_i64.npy");
+    CHECK(i64.type == NpyType::i64);
+    CHECK(i64.shape == std::vector<std::int64_t>{4});
+    CHECK(i64.values<std::int64_t>() == std::vector<std::int64_t>{5, 0, 12, 7});
+    CHECK(read_npy(dir + "counts_i32.npy").values<std::int32_t>() == std::vector<std::int32_t>{5, 0, 12, 7});
+    CHECK(read_npy(dir + "counts_f32.npy").values<float>() == std::vector<float>{5, 0, 12, 7});
+    CHECK(read_npy(dir + "counts_f64.npy").values<double>() == std::vector<double>{5, 0, 12, 7});
+}
+
+TEST_CASE("reads a 2-D float32 array in row-major order") {
+    const NpyArray a = read_npy(dir + "logits_f32_2x3.npy");
+    CHECK(a.shape == std::vector<std::int64_t>{2, 3});
+    CHECK(a.values<float>() == std::vector<float>{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f});
+}
+
+TEST_CASE("reads format version 2.0 and empty arrays") {
+    CHECK(read_npy(dir + "counts_i64_v2.npy").values<std::int64_t>() == std::vector<std::int64_t>{5, 0, 12, 7});
+    const NpyArray empty = read_npy(dir + "empty_i64.npy");
+    CHECK(empty.shape == std::vector<std::int64_t>{0});
+    CHECK(empty.elements() == 0);
+}
+
+TEST_CASE("the writer produces numpy's exact bytes for 1-D int64 and 2-D float32") {
+    const std::vector<std::int64_t> counts{5, 0, 12, 7};
+    const std::int64_t n = 4;
+    CHECK(encode_npy<std::int64_t>(counts, std::span<const std::int64_t>(&n, 1)) ==
+          file_bytes(dir + "counts_i64.npy"));
+    const std::vector<float> logits{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f};
+    const std::vector<std::int64_t> shape{2, 3};
+    CHECK(encode_npy<float>(logits, shape) == file_bytes(dir + "logits_f32_2x3.npy"));
+}
+
+TEST_CASE("write_npy then read_npy round-trips float32 logits [T, V]") {
+    const std::size_t tokens = 3, vocab = 37;
+    std::vector<float> logits(tokens * vocab);
+    for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i) * 0.25f - 3.0f;
+    const auto path = temp_path("logits.npy");
+    write_npy<float>(path, logits, {static_cast<std::int64_t>(tokens), static_cast<std::int64_t>(vocab)});
+    const NpyArray back = read_npy(path);
+    std::filesystem::remove(path);
+    CHECK(back.shape == std::vector<std::int64_t>{3, 37});
+    CHECK(back.values<float>() == logits);
+    // The data starts on a 64-byte boundary, as numpy lays it out.
+    CHECK((encode_npy<float>(logits, std::vector<std::int64_t>{3, 37}).size() - logits.size() * 4) % 64 == 0);
+}
+
+TEST_CASE("the writer checks that the shape matches the data") {
+    const std::vector<double> v(5, 1.0);
+    CHECK_THROWS_WITH_AS(encode_npy<double>(v, std::vector<std::int64_t>{2, 3}),
+                         "npy: the shape holds 6 elements but 5 were given", cpx::ShapeError);
+}
+
+TEST_CASE("values<T> refuses a type other than the stored one") {
+    CHECK_THROWS_WITH_AS(read_npy(dir + "counts_f32.npy").values<double>("counts"),
+                         "counts: holds dtype '<f4', not the requested '<f8'", cpx::FormatError);
+}
+
+TEST_CASE("unsupported layouts and dtypes are rejected with their reason") {
+    CHECK_THROWS_WITH_AS(read_npy(dir + "big_endian_i8.npy"),
+                         doctest::Contains("big-endian dtype '>i8' is not supported"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_npy(dir + "fortran_f32_2x3.npy"),
+                         doctest::Contains("Fortran-order arrays are not supported"), cpx::FormatError);
+    CHECK_THROWS_WITH_AS(read_npy(dir + "uint8.npy"), doctest::Contains("unsupported dtype '|u1'"), cpx::FormatError);
+}
+
+TEST_CASE("damaged files are rejected: magic, truncation, trailing bytes, header syntax") {
+    const std::vector<unsigned char> good = file_bytes(dir + "counts_i64.npy");
+    std::vector<unsigned char> bad = good;
+    bad[1] = 'X';
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), "x.npy: not a .npy file (missing the \\x93NUMPY magic)",
+                         cpx::FormatError);
+    bad = good;
+    bad.pop_back();
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), "x.npy: truncated data: the shape needs 32 bytes, the file has 31",
+                         cpx::FormatError);
+    bad = good;
+    bad.push_back(0);
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), "x.npy: 1 unexpected bytes after the 32 bytes of data",
+                         cpx::FormatError);
+    bad = good;
+    bad.resize(40);
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), doctest::Contains("truncated .npy header"), cpx::FormatError);
+    bad = good;
+    const std::string key = "'shape'";
+    auto it = std::search(bad.begin(), bad.end(), key.begin(), key.end());
+    REQUIRE(it != bad.end());
+    *(it + 1) = 'z';  // 'zhape': an unknown key
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), doctest::Contains("unknown key 'zhape'"), cpx::FormatError);
+    bad[6] = 9;
+    CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), "x.npy: unsupported .npy format version 9.0", cpx::FormatError);
+}
+
+TEST_CASE("a missing file is an error naming it") {
+    CHECK_THROWS_WITH_AS(read_npy(dir + "no_such_file.npy"), doctest::Contains("no_such_file.npy: cannot open"),
+                         cpx::Error);
+}
