@@ -3,7 +3,7 @@
 //   swiglu:    act = SiLU(gate) * up      (COMPLEXITY-DEEP dense and shared SwiGLU)
 //   bias_gelu: x = GELU_erf(x + bias)     (PRISM's c_fc)
 //   add_bias:  y = y + bias               (PRISM's c_proj after the residual add)
-// The scalar functions come from layers/swiglu_math.hpp and layers/gelu_math.hpp,
+// The scalar functions come from layers/activation_math.hpp and layers/gelu_math.hpp,
 // shared with the CPU path.
 
 #include "cpx/core/dtype.hpp"
@@ -11,7 +11,7 @@
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/launch.cuh"
 #include "cpx/layers/gelu_math.hpp"
-#include "cpx/layers/swiglu_math.hpp"
+#include "cpx/layers/activation_math.hpp"
 
 namespace cpx::cuda {
 

@@ -29,7 +29,7 @@
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/expert_dispatch.cuh"
 #include "cpx/cuda/segment_tiles.hpp"
-#include "cpx/layers/swiglu_math.hpp"
+#include "cpx/layers/activation_math.hpp"
 
 namespace cpx::cuda {
 
