@@ -6,19 +6,20 @@
 //                 [q | k | v] = [a, mu_prev] [W ; W_mu]^T      one GEMM over [a, mu]
 //                 q, k = RoPE(QKNorm(q, k))                   one launch, rotate-half
 //                 h += Attention(q, cache(k, v)) W_o^T
-//                 h += MLP(RMSNorm(h), t)                     token-routed + shared, or dense SwiGLU
+//                 h += MLP(RMSNorm(h), t)                     token-routed, learned router, or dense SwiGLU
 //                 mu_prev = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)
 //     logits = RMSNorm(h) Emb^T
 // Storage: weights and activations in T, the residual stream h and the logits
-// in fp32, fp32 accumulation everywhere. The tokens are routed once per call
-// (every layer shares the same token_to_expert table) and the segments are
-// reused by every layer's grouped expert GEMMs.
+// in fp32, fp32 accumulation everywhere. Token-routed models route the tokens
+// once per call (every layer shares the same token_to_expert table) and every
+// layer's grouped expert GEMMs reuse the segments; the learned router routes
+// each layer by its own top-1 choices, on the device.
 //
 // Calls: `forward` validates ids and positions on the host, copies them to the
 // model's device buffers and enqueues; `enqueue` only reads those buffers and
 // allocates nothing, so a decode step can be captured and replayed.
-// The learned-router ablation and PRISM attention inside this stack are not
-// compiled for the GPU yet (a static_assert says so).
+// PRISM attention inside this stack is not compiled for the GPU (a
+// static_assert says so); the GPT-2-style PRISM model is cuda::PrismModel.
 
 #include <cstdint>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "cpx/cuda/embedding.cuh"
 #include "cpx/cuda/expert_dispatch.cuh"
 #include "cpx/cuda/kv_cache.cuh"
+#include "cpx/cuda/learned_router_mlp.cuh"
 #include "cpx/cuda/mu_guidance.cuh"
 #include "cpx/cuda/logit_rows.cuh"
 #include "cpx/cuda/rmsnorm.cuh"
@@ -52,7 +54,6 @@ class ComplexityModel {
 public:
     static_assert(C::attention == AttentionKind::mu_gqa,
                   "the GPU COMPLEXITY-DEEP model implements mu-guided GQA attention only");
-    static_assert(C::mlp != MlpKind::learned_router, "the learned-router ablation is not implemented on the GPU");
 
     using Config = C;
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
@@ -80,7 +81,11 @@ public:
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
         require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::ComplexityModel: max_batch ", max_batch,
                             " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
-        if constexpr (C::routed) {
+        if constexpr (C::mlp == MlpKind::learned_router) {
+            dispatch_.emplace(C::experts, max_rows);
+            router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
+        }
+        if constexpr (C::mlp == MlpKind::token_routed) {
             require<ShapeError>(routing.has_value(), "cuda::ComplexityModel: a token-routed model needs its routing table");
             require<ShapeError>(routing->experts() == C::experts && routing->vocab() == static_cast<std::size_t>(vocab),
                                 "cuda::ComplexityModel: the routing table maps ", routing->vocab(), " tokens to ",
@@ -127,7 +132,7 @@ public:
         embedding<std::int32_t, T, float>(tokens_.data(), Matrix<const T>(embed_.data(), vocab, d), h, status_.view(),
                                           stream);
         if constexpr (C::use_mu) mu_broadcast<T>(mu_init_.data(), a_mu.columns(d, d), stream);
-        if constexpr (C::routed) dispatch_->route(tokens_.data(), rows, *table_, stream);
+        if constexpr (C::mlp == MlpKind::token_routed) dispatch_->route(tokens_.data(), rows, *table_, stream);
 
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
@@ -145,8 +150,10 @@ public:
                              1.0f, 1.0f, stream);
 
             rmsnorm<float, float, T>(h, Vector<const float>(l.post_norm.data(), d), m, C::norm_eps, stream);
-            if constexpr (C::routed)
+            if constexpr (C::mlp == MlpKind::token_routed)
                 token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream);
+            else if constexpr (C::mlp == MlpKind::learned_router)
+                learned_router_mlp_add<T, float>(blas, *dispatch_, m, l.learned, *router_ws_, h, stream);
             else
                 swiglu_mlp_add<T, float>(blas, m, l.dense,
                                          StridedMatrix<T>(dense_scratch_.data(), rows, 2 * C::intermediate,
@@ -195,8 +202,9 @@ private:
     struct Layer {
         DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
         DeviceBuffer<T> qkv, o, mu_proj;
-        DeviceBuffer<T> gate, up, down, shared_gate_up, shared_down, dense_gate_up, dense_down;
+        DeviceBuffer<T> gate, up, down, shared_gate_up, shared_down, dense_gate_up, dense_down, router;
         TokenRoutedMlpWeights<T> routed;
+        LearnedRouterMlpWeights<T> learned;
         SwiGluWeights<T> dense;
     };
 
@@ -235,11 +243,20 @@ private:
         }
         if constexpr (C::routed) {
             constexpr int E = C::experts, ie = C::expert_width, is = C::shared_width;
-            l.gate = upload_weights<T>(source, p + "mlp.gate_proj_w", index_t{E} * d * ie);
-            l.up = upload_weights<T>(source, p + "mlp.up_proj_w", index_t{E} * d * ie);
-            l.down = upload_weights<T>(source, p + "mlp.down_proj_w", index_t{E} * ie * d);
-            l.routed.gate = {l.gate.data(), E, d, ie};
-            l.routed.up = {l.up.data(), E, d, ie};
+            if constexpr (C::mlp == MlpKind::token_routed) {
+                l.gate = upload_weights<T>(source, p + "mlp.gate_proj_w", index_t{E} * d * ie);
+                l.up = upload_weights<T>(source, p + "mlp.up_proj_w", index_t{E} * d * ie);
+                l.down = upload_weights<T>(source, p + "mlp.down_proj_w", index_t{E} * ie * d);
+                l.routed.gate = {l.gate.data(), E, d, ie};
+                l.routed.up = {l.up.data(), E, d, ie};
+            } else {
+                // The learned router's code stores the experts' gate and up fused: [E, d, 2 I_e].
+                l.gate = upload_weights<T>(source, p + "mlp.gate_up_proj", index_t{E} * d * 2 * ie);
+                l.down = upload_weights<T>(source, p + "mlp.down_proj", index_t{E} * ie * d);
+                l.router = upload_weights<T>(source, p + "mlp.router.weight", index_t{E} * d);
+                l.routed.gate = {l.gate.data(), E, d, ie, 2 * ie, index_t{d} * 2 * ie};
+                l.routed.up = {l.gate.data() + ie, E, d, ie, 2 * ie, index_t{d} * 2 * ie};
+            }
             l.routed.down = {l.down.data(), E, ie, d};
             if constexpr (C::has_shared_expert) {
                 l.shared_gate_up = upload_stacked<T>(source, {{p + "mlp.shared_gate.weight", index_t{is} * d},
@@ -247,6 +264,7 @@ private:
                 l.shared_down = upload_weights<T>(source, p + "mlp.shared_down.weight", index_t{d} * is);
                 l.routed.shared = {l.shared_gate_up.data(), l.shared_down.data(), d, is};
             }
+            l.learned = {l.router.data(), l.routed};
         } else {
             constexpr int I = C::intermediate;
             l.dense_gate_up = upload_stacked<T>(source, {{p + "mlp.gate_proj.weight", index_t{I} * d},
@@ -277,6 +295,7 @@ private:
     std::optional<DeviceRoutingTable> table_;
     std::optional<ExpertDispatch> dispatch_;
     std::optional<TokenRoutedMlpWorkspace<T>> routed_ws_;
+    std::optional<LearnedRouterWorkspace<T>> router_ws_;
     std::vector<Layer> layers_;
     DeviceStatus status_;
 };
