@@ -126,14 +126,15 @@ std::vector<int> host_experts(const std::vector<std::int64_t>& tokens, const std
 template <class T>
 std::vector<float> run_mlp(gpu::Blas& blas, gpu::ExpertDispatch& dispatch, const gpu::DeviceRoutingTable& table,
                            const DeviceMlp<T>& mlp, const HostMlp& host, const std::vector<std::int64_t>& tokens,
-                           const std::vector<float>& m, const std::vector<float>& h) {
+                           const std::vector<float>& m, const std::vector<float>& h,
+                           gpu::GroupedGemmKernel kernel = gpu::GroupedGemmKernel::simt) {
     const int rows = static_cast<int>(tokens.size());
     gpu::DeviceBuffer<std::int64_t> dtok(tokens);
     auto dm = testing::upload_as<T>(m), dh = testing::upload_as<T>(h);
     gpu::TokenRoutedMlpWorkspace<T> ws(dispatch.max_tokens(), host.ie, host.is);
     dispatch.route(dtok.data(), rows, table, nullptr);
     gpu::token_routed_mlp_add<T>(blas, dispatch, StridedMatrix<const T>(dm.data(), rows, host.d, host.d), mlp.weights,
-                                  ws, StridedMatrix<T>(dh.data(), rows, host.d, host.d), nullptr);
+                                  ws, StridedMatrix<T>(dh.data(), rows, host.d, host.d), nullptr, kernel);
     CPX_CUDA_CHECK(cudaDeviceSynchronize());
     return testing::download_floats(dh);
 }
@@ -243,6 +244,50 @@ TEST_CASE("the token-routed MLP in bf16 and fp16 stays within 2e-2") {
         const auto got = run_mlp<fp16>(blas, dispatch, dtable, mlp, host, tokens, m, h);
         CHECK(testing::relative_error(got, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
     }
+}
+
+// The WMMA kernels accumulate in fp32 like the SIMT ones; only the order of the sums and thus
+// the last bit of some 16-bit outputs differ (2^-8 relative at most), hence 1e-2 between them.
+TEST_CASE("the tensor-core grouped GEMMs (bf16, fp16) match the reference and the SIMT kernels") {
+    const int V = 257, E = 4, d = 96, ie = 80, is = 32;  // widths that are not multiples of the 64-wide tiles
+    const auto table = make_table(V, E, 3, 120);
+    gpu::DeviceRoutingTable dtable(TokenRouting(table, E));
+    gpu::Blas blas;
+    gpu::ExpertDispatch dispatch(E, 150);
+    for (int rows : {1, 37, 150}) {
+        const auto ids = testing::random_ints(rows, 0, V - 1, 121 + rows);
+        const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
+        {
+            const HostMlp host = make_host_mlp<bf16>(d, ie, is, E, 122);
+            DeviceMlp<bf16> mlp(host);
+            const auto m = testing::rounded<bf16>(testing::random_normal(rows * d, 123));
+            const auto h = testing::rounded<bf16>(testing::random_normal(rows * d, 124));
+            const auto tc = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, gpu::GroupedGemmKernel::tensor_cores);
+            const auto simt = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h);
+            CHECK(testing::relative_error(tc, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
+            CHECK(testing::relative_error(tc, simt) < 1e-2);
+        }
+        {
+            const HostMlp host = make_host_mlp<fp16>(d, ie, is, E, 125);
+            DeviceMlp<fp16> mlp(host);
+            const auto m = testing::rounded<fp16>(testing::random_normal(rows * d, 126));
+            const auto h = testing::rounded<fp16>(testing::random_normal(rows * d, 127));
+            const auto tc = run_mlp<fp16>(blas, dispatch, dtable, mlp, host, tokens, m, h, gpu::GroupedGemmKernel::tensor_cores);
+            CHECK(testing::relative_error(tc, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
+        }
+    }
+}
+
+TEST_CASE("tensor-core grouped GEMMs refuse fp32 operands") {
+    gpu::ExpertDispatch dispatch(2, 4);
+    gpu::DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{0, 1, 1, 0});
+    dispatch.route_ids(ids.data(), 4, nullptr);
+    gpu::DeviceBuffer<float> x(4 * 16), w(2 * 16 * 16), act(4 * 16);
+    const gpu::ExpertWeights<float> ew{w.data(), 2, 16, 16};
+    CHECK_THROWS_AS((gpu::grouped_swiglu<float, float, float>(dispatch, StridedMatrix<const float>(x.data(), 4, 16, 16),
+                                                              ew, ew, StridedMatrix<float>(act.data(), 4, 16, 16), nullptr,
+                                                              gpu::GroupedGemmKernel::tensor_cores)),
+                    ShapeError);
 }
 
 TEST_CASE("a decode step (routing + token-routed MLP) captured in a CUDA graph replays correctly on new tokens") {

@@ -28,6 +28,7 @@
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/expert_dispatch.cuh"
+#include "cpx/cuda/grouped_gemm_tensor_cores.cuh"
 #include "cpx/cuda/segment_tiles.hpp"
 #include "cpx/layers/activation_math.hpp"
 
@@ -146,16 +147,37 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
 
 }  // namespace kernels
 
+/// Which kernel runs a grouped GEMM: the SIMT fp32 kernel (any storage type), or
+/// WMMA tensor cores (bf16 or fp16 activations and weights, compute capability 8.0+).
+enum class GroupedGemmKernel { simt, tensor_cores };
+
 namespace detail {
 template <class TA, class TW, class TO, bool SwiGLU>
-void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, cudaStream_t stream) {
+void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, GroupedGemmKernel kernel,
+                    cudaStream_t stream) {
     if (count == 0 || a.N == 0) return;
+    // Both kernels use 64 x 64 output tiles, so the grid is the same.
+    static_assert(kernels::grouped_bm == kernels::tc_bm && kernels::grouped_bn == kernels::tc_bn);
     const long long tiles = max_segment_tiles(count, a.experts, kernels::grouped_bm);
     const long long n_tiles = (a.N + kernels::grouped_bn - 1) / kernels::grouped_bn;
     require<ShapeError>(tiles <= 0x7fffffff && n_tiles <= 65535, "grouped GEMM: ", count, " rows x ", a.N,
                         " columns exceed one launch");
-    kernels::grouped_gemm<TA, TW, TO, SwiGLU>
-        <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles)), kernels::grouped_threads, 0, stream>>>(a);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles));
+    if (kernel == GroupedGemmKernel::tensor_cores) {
+        if constexpr (std::is_same_v<TA, TW> && (std::is_same_v<TA, bf16> || std::is_same_v<TA, fp16>)) {
+            int device = 0, major = 0;
+            CPX_CUDA_CHECK(cudaGetDevice(&device));
+            CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+            require<Error>(major >= 8, "grouped GEMM: tensor-core kernels need compute capability 8.0 or newer, device ",
+                           device, " has ", major, ".x");
+            kernels::grouped_gemm_tensor_cores<kernels::GroupedGemmArgs<TA, TW, TO>, TA, TO, SwiGLU>
+                <<<grid, kernels::tc_threads, 0, stream>>>(a);
+        } else {
+            raise<ShapeError>("grouped GEMM: tensor-core kernels need bf16 or fp16 activations and weights of one type");
+        }
+    } else {
+        kernels::grouped_gemm<TA, TW, TO, SwiGLU><<<grid, kernels::grouped_threads, 0, stream>>>(a);
+    }
     CPX_CUDA_CHECK_LAUNCH();
 }
 }  // namespace detail
@@ -190,7 +212,8 @@ void check_expert_weights(const ExpertWeights<TW>& w, const char* what) {
 /// order; act: [count, N] in sorted order.
 template <class TA, class TW, class TO>
 void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, ExpertWeights<TW> gate,
-                    ExpertWeights<TW> up, StridedMatrix<TO> act, cudaStream_t stream) {
+                    ExpertWeights<TW> up, StridedMatrix<TO> act, cudaStream_t stream,
+                    GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
     x.validate("grouped_swiglu input");
     act.validate("grouped_swiglu output");
     const int count = dispatch.count();
@@ -211,7 +234,7 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
                                            gate.experts, gate.data, up.data,          gate.k,
                                            gate.n,   gate.row_stride(), gate.stride(), act.data,
                                            act.ld,   nullptr, nullptr,                false};
-    detail::launch_grouped<TA, TW, TO, true>(a, count, stream);
+    detail::launch_grouped<TA, TW, TO, true>(a, count, kernel, stream);
 }
 
 /// y[perm[i], :] = (accumulate ? y[perm[i], :] : 0) + scale[perm[i]] * (act[i] . down[e])
@@ -219,7 +242,8 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
 /// y: [count, N] in original order; row_scale ([count], device) may be null.
 template <class TA, class TW, class TO>
 void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA> act, ExpertWeights<TW> down,
-                         StridedMatrix<TO> y, bool accumulate, const float* row_scale, cudaStream_t stream) {
+                         StridedMatrix<TO> y, bool accumulate, const float* row_scale, cudaStream_t stream,
+                         GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
     act.validate("grouped_scatter_add input");
     y.validate("grouped_scatter_add output");
     const int count = dispatch.count();
@@ -234,7 +258,7 @@ void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA>
                                            down.experts, down.data,     nullptr,       down.k,
                                            down.n,    down.row_stride(), down.stride(), y.data,
                                            y.ld,      dispatch.permutation(), row_scale, accumulate};
-    detail::launch_grouped<TA, TW, TO, false>(a, count, stream);
+    detail::launch_grouped<TA, TW, TO, false>(a, count, kernel, stream);
 }
 
 }  // namespace cpx::cuda

@@ -55,14 +55,14 @@ private:
 template <class T, class H = T>
 void token_routed_mlp_add(Blas& blas, const ExpertDispatch& dispatch, StridedMatrix<const T> m,
                           const TokenRoutedMlpWeights<T>& w, const TokenRoutedMlpWorkspace<T>& ws, StridedMatrix<H> h,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
     const int count = dispatch.count();
     require<ShapeError>(m.rows == count && h.rows == count, "token_routed_mlp_add: ", m.rows, " input rows and ", h.rows,
                         " output rows for ", count, " routed tokens");
     if (w.shared.width > 0) swiglu_mlp_add<T, H>(blas, m, w.shared, ws.shared(count), h, stream);
     const StridedMatrix<T> act = ws.act(count);
-    grouped_swiglu<T, T, T>(dispatch, m, w.gate, w.up, act, stream);
-    grouped_scatter_add<T, T, H>(dispatch, act, w.down, h, true, nullptr, stream);
+    grouped_swiglu<T, T, T>(dispatch, m, w.gate, w.up, act, stream, kernel);
+    grouped_scatter_add<T, T, H>(dispatch, act, w.down, h, true, nullptr, stream, kernel);
 }
 
 }  // namespace cpx::cuda
