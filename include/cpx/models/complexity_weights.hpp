@@ -159,16 +159,24 @@ struct ComplexityWeights {
     }
 
     void initialize(std::uint64_t seed) {
-        std::vector<float> values;
-        for (const TensorSlot<W>& s : slots()) {
-            values.resize(static_cast<std::size_t>(s.elements()));
-            if (s.init_std > 0.0) {
-                SeededRandom rng(seed, s.name);
-                for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
-            } else {
-                std::fill(values.begin(), values.end(), s.init_value);
+        const auto all = slots();
+        // Tensors are independent streams, so they can be drawn in parallel with
+        // the same result for any thread count.
+#pragma omp parallel
+        {
+            std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+            for (std::size_t i = 0; i < all.size(); ++i) {
+                const TensorSlot<W>& s = all[i];
+                values.resize(static_cast<std::size_t>(s.elements()));
+                if (s.init_std > 0.0) {
+                    SeededRandom rng(seed, s.name);
+                    for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
+                } else {
+                    std::fill(values.begin(), values.end(), s.init_value);
+                }
+                s.assign(values);
             }
-            s.assign(values);
         }
     }
 
@@ -315,11 +323,15 @@ ComplexityWeights<C, To> convert_weights(const ComplexityWeights<C, From>& from)
     ComplexityWeights<C, To> to;
     const auto src = from.slots();
     const auto dst = to.slots();
-    std::vector<float> values;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-        values.resize(static_cast<std::size_t>(src[i].elements()));
-        src[i].extract(values);
-        dst[i].assign(values);
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            values.resize(static_cast<std::size_t>(src[i].elements()));
+            src[i].extract(values);
+            dst[i].assign(values);
+        }
     }
     to.token_to_expert = from.token_to_expert;
     return to;
