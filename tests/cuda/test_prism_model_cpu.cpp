@@ -3,6 +3,7 @@
 #include <cpx/models/prism_model.hpp>
 
 #include <random>
+#include <utility>
 
 #include "prism_cpu_reference.hpp"
 
@@ -12,11 +13,7 @@ namespace {
 template <class C>
 PrismWeights<C> weights_from(const NamedTensors& tensors) {
     PrismWeights<C> w;
-    w.for_each_tensor([&](const NamedTensor<float>& t) {
-        const auto& v = tensors.at(t.name);
-        require<ShapeError>(static_cast<index_t>(v.size()) == t.size(), "test weights: size of ", t.name);
-        std::copy(v.begin(), v.end(), t.data);
-    });
+    for (const auto& slot : w.slots()) slot.assign(tensors.at(slot.name));  // checks the element count
     return w;
 }
 }  // namespace
@@ -47,17 +44,25 @@ NamedTensors prism_weights(std::uint64_t seed) {
         l.lambda = (lambda += 0.3f);
     }
     NamedTensors out;
-    w.for_each_tensor([&](const NamedTensor<float>& t) {
-        out.emplace(t.name, std::vector<float>(t.data, t.data + t.size()));
-    });
+    for (const auto& slot : w.slots()) {
+        std::vector<float> values(static_cast<std::size_t>(slot.elements()));
+        slot.extract(values);
+        out.emplace(slot.name, std::move(values));
+    }
     return out;
 }
 
 template <class C>
 std::vector<float> prism_cpu_logits(const NamedTensors& weights, const std::vector<std::int32_t>& tokens, int batch) {
     PrismModel<C> model(weights_from<C>(weights));
+    // `batch` sequences of equal length, concatenated.
+    const std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
+    const std::size_t length = ids.size() / static_cast<std::size_t>(batch);
+    std::vector<TokenSpan> sequences;
+    for (int b = 0; b < batch; ++b) sequences.emplace_back(ids.data() + b * length, length);
     std::vector<float> logits(tokens.size() * C::vocab);
-    model.forward(tokens, batch, Matrix<float>(logits.data(), static_cast<index_t>(tokens.size()), C::vocab));
+    model.forward(sequences, LogitsAt::all,
+                  cpu::rows_of(logits.data(), static_cast<index_t>(tokens.size()), C::vocab));
     return logits;
 }
 
