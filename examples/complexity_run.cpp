@@ -20,6 +20,7 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "run_common.hpp"
 
@@ -63,7 +64,12 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
 
 template <class W>
 int run(const Options& o) {
-    cpx::ComplexityModel<Config, W> model(make_weights<W>(o));
+    auto weights = make_weights<W>(o);
+    if (!o.save_checkpoint.empty()) {
+        cpx::save_complexity_checkpoint(weights, o.save_checkpoint);
+        std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
+    }
+    cpx::ComplexityModel<Config, W> model(std::move(weights));
     return cpx_example::run_model(model, o);
 }
 

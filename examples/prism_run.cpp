@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "run_common.hpp"
 
@@ -49,7 +50,12 @@ cpx::PrismWeights<Config, W> make_weights(const Options& o) {
 
 template <class W>
 int run(const Options& o) {
-    cpx::PrismModel<Config, W> model(make_weights<W>(o));
+    auto weights = make_weights<W>(o);
+    if (!o.save_checkpoint.empty()) {
+        cpx::save_prism_checkpoint(weights, o.save_checkpoint);
+        std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
+    }
+    cpx::PrismModel<Config, W> model(std::move(weights));
     return cpx_example::run_model(model, o);
 }
 

@@ -39,6 +39,7 @@ struct Options {
     bool bf16 = false;
     int threads = 0;
     std::string dump_logits;
+    std::string save_checkpoint;
     bool print_config = false;
     bool attention_distance = false;
 };
@@ -57,6 +58,7 @@ inline std::string usage(std::string_view program) {
            "  --dtype f32|bf16     storage of the weight matrices (default f32; arithmetic is fp32)\n"
            "  --threads N          OpenMP threads (default: OpenMP's default)\n"
            "  --dump-logits FILE   write the prompt's logits, float32 [T, vocab], as .npy\n"
+           "  --save-checkpoint DIR  write the weights in use (model.safetensors + config.json) to DIR\n"
            "  --attention-distance print each layer's mean attention distance of the signal and noise\n"
            "                       heads over the prompt (models with PRISM attention)\n"
            "  --print-config       print the compiled configuration as config.json and exit\n";
@@ -102,7 +104,7 @@ inline Options parse(int argc, char** argv, const std::string& usage_text) {
         }
         static constexpr std::string_view with_value[] = {"--checkpoint", "--seed",  "--tokens",  "--generate",
                                                           "--temperature", "--top-k", "--top-p",   "--threads",
-                                                          "--dump-logits", "--dtype"};
+                                                          "--dump-logits", "--dtype", "--save-checkpoint"};
         if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
             throw UsageError("unknown option '" + std::string(flag) + "'");
         if (i + 1 >= argc) throw UsageError(std::string(flag) + " needs a value");
@@ -116,6 +118,7 @@ inline Options parse(int argc, char** argv, const std::string& usage_text) {
         else if (flag == "--top-p") o.sampling.top_p = parse_number<float>(flag, value);
         else if (flag == "--threads") o.threads = parse_number<int>(flag, value);
         else if (flag == "--dump-logits") o.dump_logits = value;
+        else if (flag == "--save-checkpoint") o.save_checkpoint = value;
         else if (flag == "--dtype") {
             if (value != "f32" && value != "bf16")
                 throw UsageError("--dtype must be f32 or bf16, got '" + std::string(value) + "'");
