@@ -1,0 +1,54 @@
+#pragma once
+// The GPT-2 MLP on the CPU: c_proj(GELU(c_fc(x))), both Linears with optional
+// biases, in the nn.Linear layout (weight [out, in], y = x W^T + b).
+
+#include <Eigen/Core>
+
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/eigen_view.hpp"
+#include "cpx/cpu/linear.hpp"
+#include "cpx/layers/gelu_math.hpp"
+
+namespace cpx::cpu {
+
+/// Weights of one GPT-2 MLP. Empty bias views mean the configuration has no biases.
+struct GeluMlpWeights {
+    Matrix<const float> c_fc_weight;    ///< [width, hidden]
+    Vector<const float> c_fc_bias;      ///< [width] or empty
+    Matrix<const float> c_proj_weight;  ///< [hidden, width]
+    Vector<const float> c_proj_bias;    ///< [hidden] or empty
+};
+
+/// out (= or +=, per `mode`) GELU(x W_fc^T + b_fc) W_proj^T + b_proj for the
+/// rows of x; accumulating adds the MLP into a residual stream in place.
+/// `hidden` is caller-owned scratch of [rows, width]. out must not alias x.
+inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<float> hidden, Matrix<float> out,
+                     LinearScratch& scratch, Write mode = Write::overwrite) {
+    const index_t rows = x.extent(0), d = x.extent(1), width = w.c_fc_weight.extent(0);
+    require<ShapeError>(w.c_fc_weight.extent(1) == d, "gelu_mlp: c_fc.weight is [", width, ", ",
+                        w.c_fc_weight.extent(1), "] for inputs of width ", d);
+    require<ShapeError>(w.c_proj_weight.extent(0) == d && w.c_proj_weight.extent(1) == width,
+                        "gelu_mlp: c_proj.weight is [", w.c_proj_weight.extent(0), ", ", w.c_proj_weight.extent(1),
+                        "], expected [", d, ", ", width, "]");
+    require<ShapeError>(w.c_fc_bias.empty() || w.c_fc_bias.extent(0) == width, "gelu_mlp: c_fc.bias has ",
+                        w.c_fc_bias.extent(0), " elements, expected ", width);
+    require<ShapeError>(w.c_proj_bias.empty() || w.c_proj_bias.extent(0) == d, "gelu_mlp: c_proj.bias has ",
+                        w.c_proj_bias.extent(0), " elements, expected ", d);
+    require<ShapeError>(hidden.extent(0) >= rows && hidden.extent(1) == width, "gelu_mlp: scratch is [",
+                        hidden.extent(0), ", ", hidden.extent(1), "], needs [", rows, ", ", width, "]");
+    require<ShapeError>(out.extent(0) == rows && out.extent(1) == d, "gelu_mlp: output is [", out.extent(0), ", ",
+                        out.extent(1), "], expected [", rows, ", ", d, "]");
+    if (rows == 0) return;
+
+    const Matrix<float> h_view = hidden.rows(0, rows);
+    linear<float>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
+    auto h = as_eigen(h_view);
+    if (!w.c_fc_bias.empty()) h.rowwise() += as_eigen(w.c_fc_bias).transpose();
+    h = h.unaryExpr([](float v) { return gelu_erf(v); });
+
+    linear<float>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
+    if (!w.c_proj_bias.empty()) as_eigen(out).rowwise() += as_eigen(w.c_proj_bias).transpose();
+}
+
+}  // namespace cpx::cpu

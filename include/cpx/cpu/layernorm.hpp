@@ -1,0 +1,45 @@
+#pragma once
+// LayerNorm on the CPU (GPT-2 / PRISM blocks): each row is centred, scaled by
+// its inverse standard deviation (biased variance), then by weight, plus bias.
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/layers/norm_math.hpp"
+
+namespace cpx::cpu {
+
+/// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias. An empty `bias`
+/// view means the layer has none (the reference's `bias=False`). x and y may alias.
+template <class In, class W, class Out>
+void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias, Matrix<Out> y, float eps) {
+    const index_t rows = x.extent(0), n = x.extent(1);
+    require<ShapeError>(weight.extent(0) == n, "layernorm: weight has ", weight.extent(0), " elements for rows of ",
+                        n);
+    require<ShapeError>(bias.empty() || bias.extent(0) == n, "layernorm: bias has ", bias.extent(0),
+                        " elements for rows of ", n);
+    require<ShapeError>(y.extent(0) == rows && y.extent(1) == n, "layernorm: output is [", y.extent(0), ", ",
+                        y.extent(1), "], expected [", rows, ", ", n, "]");
+    const bool has_bias = !bias.empty();
+    for (index_t r = 0; r < rows; ++r) {
+        const In* xr = x.data() + r * n;
+        // Two passes (mean, then centred squares) keep the variance accurate for
+        // rows with a large mean, as the reference's fp32 layer_norm does.
+        float sum = 0.0f;
+        for (index_t i = 0; i < n; ++i) sum += to_float(xr[i]);
+        const float mean = sum / static_cast<float>(n);
+        float sum_sq = 0.0f;
+        for (index_t i = 0; i < n; ++i) {
+            const float c = to_float(xr[i]) - mean;
+            sum_sq += c * c;
+        }
+        const float inv = layernorm_inverse_std(sum_sq / static_cast<float>(n), eps);
+        Out* yr = y.data() + r * n;
+        for (index_t i = 0; i < n; ++i) {
+            const float v = (to_float(xr[i]) - mean) * inv * to_float(weight.data()[i]);
+            yr[i] = from_float<Out>(has_bias ? v + to_float(bias.data()[i]) : v);
+        }
+    }
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,38 @@
+#pragma once
+// Seeded orthogonal initialisation (PRISM's dictionary U, spec/prism.md
+// section 5): the Q factor of a Householder QR of a Gaussian matrix, with the
+// column signs fixed by diag(R) so that the result is Haar-distributed, as
+// torch.nn.init.orthogonal_ draws it.
+
+#include <Eigen/Core>
+#include <Eigen/QR>
+#include <random>
+
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+
+namespace cpx::cpu {
+
+/// Fills w with a random matrix whose columns (tall w) or rows (wide w) are
+/// orthonormal: w^T w = I for rows >= cols. The factorisation runs in double so
+/// the fp32 result is orthonormal to within fp32 rounding.
+template <class Generator>
+void orthogonal_init(Matrix<float> w, Generator& gen) {
+    const index_t rows = w.extent(0), cols = w.extent(1);
+    require<ShapeError>(rows > 0 && cols > 0, "orthogonal_init: the matrix is empty ([", rows, ", ", cols, "])");
+    const bool tall = rows >= cols;
+    const index_t m = tall ? rows : cols, n = tall ? cols : rows;  // factor an m x n tall matrix
+    std::normal_distribution<double> normal(0.0, 1.0);
+    Eigen::MatrixXd a(m, n);
+    for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) a(i, j) = normal(gen);
+    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+    Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
+    const auto& r = qr.matrixQR();
+    for (index_t j = 0; j < n; ++j)
+        if (r(j, j) < 0.0) q.col(j) = -q.col(j);
+    for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) w(i, j) = static_cast<float>(tall ? q(i, j) : q(j, i));
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,14 @@
+#pragma once
+// The exact (erf) GELU of GPT-2-style MLPs, one definition for both code paths.
+
+#include <cmath>
+
+#include "cpx/core/host_device.hpp"
+
+namespace cpx {
+
+/// GELU(x) = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), PyTorch's default
+/// `nn.GELU()` (not the tanh approximation).
+CPX_HD_INLINE float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+}  // namespace cpx

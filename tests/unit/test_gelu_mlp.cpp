@@ -1,0 +1,110 @@
+// The GPT-2 MLP (c_fc, exact GELU, c_proj) against a double-precision reference.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/gelu_mlp.hpp>
+
+#include <cmath>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+double reference_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+struct MlpData {
+    int d, width;
+    std::vector<float> w_fc, b_fc, w_proj, b_proj;
+    MlpData(int d_, int width_, std::uint64_t seed)
+        : d(d_), width(width_), w_fc(testing::random_normal(std::size_t(width_) * d_, seed, 0.2f)),
+          b_fc(testing::random_normal(width_, seed + 1, 0.1f)),
+          w_proj(testing::random_normal(std::size_t(d_) * width_, seed + 2, 0.2f)),
+          b_proj(testing::random_normal(d_, seed + 3, 0.1f)) {}
+    cpu::GeluMlpWeights view(bool bias) const {
+        return {Matrix<const float>(w_fc.data(), width, d), bias ? Vector<const float>(b_fc.data(), width) : Vector<const float>(),
+                Matrix<const float>(w_proj.data(), d, width), bias ? Vector<const float>(b_proj.data(), d) : Vector<const float>()};
+    }
+    std::vector<double> reference(const std::vector<float>& x, int rows, bool bias) const {
+        std::vector<double> y(std::size_t(rows) * d), h(width);
+        for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < width; ++j) {
+                double s = bias ? b_fc[j] : 0.0;
+                for (int i = 0; i < d; ++i) s += double(x[r * d + i]) * w_fc[j * d + i];
+                h[j] = reference_gelu(s);
+            }
+            for (int o = 0; o < d; ++o) {
+                double s = bias ? b_proj[o] : 0.0;
+                for (int j = 0; j < width; ++j) s += h[j] * w_proj[o * width + j];
+                y[r * d + o] = s;
+            }
+        }
+        return y;
+    }
+};
+}  // namespace
+
+TEST_CASE("exact GELU matches 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation") {
+    for (float x : {-6.0f, -2.5f, -1.0f, -0.1f, 0.0f, 0.3f, 1.0f, 2.0f, 5.0f})
+        CHECK(std::abs(gelu_erf(x) - reference_gelu(x)) <= 2e-7 * std::max(1.0, std::abs(double(x))));
+    // tanh approximation differs from erf by ~1e-4 near x = 2: make sure we are the erf one.
+    CHECK(std::abs(gelu_erf(2.0f) - reference_gelu(2.0)) < 1e-6);
+}
+
+TEST_CASE("gelu_mlp with biases matches the double reference") {
+    const int d = 32, width = 128, rows = 9;
+    const MlpData m(d, width, 41);
+    auto x = testing::random_normal(rows * d, 45);
+    std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
+    auto y = testing::poisoned<float>(rows * d);
+    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
+                  Matrix<float>(y.data(), rows, d), scratch);
+    // Two fp32 GEMMs with inner sizes 32 and 128: ~1e-6 relative; 1e-5 leaves room.
+    CHECK(testing::relative_error(y, m.reference(x, rows, true)) < 1e-5);
+}
+
+TEST_CASE("gelu_mlp without biases matches the double reference") {
+    const int d = 16, width = 64, rows = 5;
+    const MlpData m(d, width, 51);
+    auto x = testing::random_normal(rows * d, 55);
+    std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
+    auto y = testing::poisoned<float>(rows * d);
+    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(false), Matrix<float>(hidden.data(), rows, width),
+                  Matrix<float>(y.data(), rows, d), scratch);
+    CHECK(testing::relative_error(y, m.reference(x, rows, false)) < 1e-5);
+}
+
+TEST_CASE("gelu_mlp in accumulate mode adds the MLP to the output (a residual stream), one row or many") {
+    const int d = 32, width = 128;
+    const MlpData m(d, width, 71);
+    for (int rows : {1, 12}) {
+        auto x = testing::random_normal(rows * d, 72 + rows);
+        auto residual = testing::random_normal(rows * d, 73 + rows);
+        std::vector<float> hidden(rows * width);
+        cpu::LinearScratch scratch;
+        auto y = residual;
+        cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
+                      Matrix<float>(y.data(), rows, d), scratch, cpu::Write::accumulate);
+        auto want = m.reference(x, rows, true);
+        for (int i = 0; i < rows * d; ++i) want[i] += residual[i];
+        CHECK(testing::relative_error(y, want) < 1e-5);
+    }
+}
+
+TEST_CASE("gelu_mlp rejects mismatched weights and short scratch") {
+    const int d = 8, width = 32, rows = 3;
+    const MlpData m(d, width, 61);
+    std::vector<float> x(rows * d), hidden(rows * width), y(rows * d);
+    cpu::LinearScratch scratch;
+    const Matrix<const float> xv(x.data(), rows, d);
+    const Matrix<float> yv(y.data(), rows, d);
+    auto w = m.view(true);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, w, Matrix<float>(hidden.data(), rows - 1, width), yv, scratch), ShapeError);
+    auto bad = w;
+    bad.c_proj_weight = Matrix<const float>(m.w_proj.data(), width, d);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv, scratch), ShapeError);
+    bad = w;
+    bad.c_fc_bias = Vector<const float>(m.b_fc.data(), width - 1);
+    CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv, scratch), ShapeError);
+}

@@ -1,0 +1,73 @@
+// LayerNorm against a plain double-precision reference.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/layernorm.hpp>
+
+#include <cmath>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+std::vector<double> reference_layernorm(const std::vector<float>& x, const std::vector<float>& w,
+                                        const std::vector<float>* b, int rows, int n, double eps) {
+    std::vector<double> y(x.size());
+    for (int r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < n; ++i) mean += x[r * n + i];
+        mean /= n;
+        for (int i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+        var /= n;
+        for (int i = 0; i < n; ++i)
+            y[r * n + i] = (x[r * n + i] - mean) / std::sqrt(var + eps) * w[i] + (b ? (*b)[i] : 0.0);
+    }
+    return y;
+}
+}  // namespace
+
+TEST_CASE("layernorm with bias matches the double reference, also for rows with a large mean") {
+    for (int n : {1, 7, 32, 512}) {
+        const int rows = 4;
+        auto x = testing::random_normal(rows * n, 21 + n, 2.0f, 5.0f);
+        auto w = testing::random_normal(n, 22 + n, 0.5f, 1.0f);
+        auto b = testing::random_normal(n, 23 + n, 0.5f);
+        auto y = testing::poisoned<float>(rows * n);
+        cpu::layernorm(Matrix<const float>(x.data(), rows, n), Vector<const float>(w.data(), n),
+                       Vector<const float>(b.data(), n), Matrix<float>(y.data(), rows, n), 1e-5f);
+        // fp32 two-pass sums over at most 512 values: well under 1e-5 relative.
+        CHECK(testing::relative_error(y, reference_layernorm(x, w, &b, rows, n, 1e-5)) < 1e-5);
+    }
+}
+
+TEST_CASE("layernorm without bias leaves the bias term out") {
+    const int rows = 3, n = 16;
+    auto x = testing::random_normal(rows * n, 31);
+    auto w = testing::random_normal(n, 32, 0.5f, 1.0f);
+    auto y = testing::poisoned<float>(rows * n);
+    cpu::layernorm(Matrix<const float>(x.data(), rows, n), Vector<const float>(w.data(), n), Vector<const float>(),
+                   Matrix<float>(y.data(), rows, n), 1e-5f);
+    CHECK(testing::relative_error(y, reference_layernorm(x, w, nullptr, rows, n, 1e-5)) < 1e-5);
+}
+
+TEST_CASE("layernorm of a constant row is the bias (eps keeps it finite)") {
+    const int n = 8;
+    std::vector<float> x(n, 3.25f), w(n, 2.0f), b(n), y(n);
+    for (int i = 0; i < n; ++i) b[i] = 0.1f * i;
+    cpu::layernorm(Matrix<const float>(x.data(), 1, n), Vector<const float>(w.data(), n),
+                   Vector<const float>(b.data(), n), Matrix<float>(y.data(), 1, n), 1e-5f);
+    for (int i = 0; i < n; ++i) CHECK(y[i] == b[i]);
+}
+
+TEST_CASE("layernorm rejects weight, bias or output of the wrong shape") {
+    std::vector<float> x(8), w(4), w3(3), y(8);
+    const Matrix<const float> xv(x.data(), 2, 4);
+    const Matrix<float> yv(y.data(), 2, 4);
+    CHECK_THROWS_AS(cpu::layernorm(xv, Vector<const float>(w3.data(), 3), Vector<const float>(), yv, 1e-5f),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::layernorm(xv, Vector<const float>(w.data(), 4), Vector<const float>(w3.data(), 3), yv, 1e-5f),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::layernorm(xv, Vector<const float>(w.data(), 4), Vector<const float>(),
+                                   Matrix<float>(y.data(), 1, 4), 1e-5f),
+                    ShapeError);
+}
