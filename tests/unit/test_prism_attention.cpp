@@ -239,6 +239,29 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
     }
 }
 
+TEST_CASE("long inputs (the threaded copy, scale and cache-store loops) match the reference") {
+    // 300 rows x 2HD = 128 values: above the layer's threshold for splitting rows over threads.
+    const int T = 300, d = Tiny::hidden, W = Tiny::u_rows;
+    const auto u = orthogonal_u(W, d, 201);
+    const auto x = testing::random_normal(std::size_t(T) * d, 202);
+    const auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.3);
+    const cpu::PrismAttention<Tiny> layer(T);
+    // Softmax over up to 300 keys and GEMMs with inner size 128: ~1e-6 observed; the fp32 bar is 1e-4.
+    CHECK(testing::relative_error(run_layer(layer, x, T, u, 0.3f), want) < 1e-4);
+
+    // Through a cache, in two chunks of 150 rows (each stored with the threaded loop).
+    std::vector<float> k(std::size_t(T) * W), v(std::size_t(T) * W);
+    const cpu::LayerKv<float> kv{cpu::packed_heads(k.data(), T, 4, 32), cpu::packed_heads(v.data(), T, 4, 32)};
+    auto out = testing::poisoned<float>(std::size_t(T) * d);
+    cpu::PrismAttentionScratch scratch;
+    for (int t0 = 0; t0 < T; t0 += 150) {
+        const cpu::SequenceChunk<float> c{0, 150, t0, kv};
+        layer.forward<float>(Matrix<const float>(x.data() + t0 * d, 150, d), {Matrix<const float>(u.data(), W, d), 0.3f},
+                             std::span(&c, 1), Matrix<float>(out.data() + t0 * d, 150, d), scratch);
+    }
+    CHECK(testing::relative_error(out, want) < 1e-4);
+}
+
 TEST_CASE("bad input gets clear errors: shapes, positions past the context, chunks without their cache") {
     const int d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 191);

@@ -95,7 +95,14 @@ public:
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
         linear<float>(rows_of(x), w.u, rows_of(scratch.h(), n, width), Write::overwrite, scratch.linear());
-        std::copy_n(scratch.h(), n * width, scratch.rotated());
+        // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
+        // blocks: on one thread they would cap the layer's multi-thread speed-up.
+        {
+            const float* from = scratch.h();
+            float* to = scratch.rotated();
+#pragma omp parallel for schedule(static) if (n * width > parallel_elements)
+            for (index_t r = 0; r < n; ++r) std::copy_n(from + r * width, width, to + r * width);
+        }
         const auto all_rot = packed_heads(scratch.rotated(), n, 2 * H, D);
         const auto all_h = packed_heads(scratch.h(), n, 2 * H, D);
         const auto all_y = packed_heads(scratch.y(), n, 2 * H, D);
@@ -135,10 +142,15 @@ public:
         }
 
         // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
-        Eigen::Map<RowMajorMatrix<float>> y(scratch.y(), n, width);
         const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
-        y.leftCols(H * D) *= scale;
-        y.rightCols(H * D) *= -w.lambda * scale;
+        const float noise_scale = -w.lambda * scale;
+        float* y = scratch.y();
+#pragma omp parallel for schedule(static) if (n * width > parallel_elements)
+        for (index_t r = 0; r < n; ++r) {
+            float* row = y + r * width;
+            for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
+            for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
+        }
         matmul<float>(rows_of(scratch.y(), n, width), w.u, rows_of(out), mode, scratch.linear());
     }
 
@@ -186,8 +198,12 @@ private:
         }
     }
 
+    /// Row loops below this many elements stay on the calling thread.
+    static constexpr index_t parallel_elements = 32768;
+
     template <class KV>
     static void store_rows(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
+#pragma omp parallel for schedule(static) if (src.rows * src.heads * src.head_dim > parallel_elements)
         for (index_t r = 0; r < src.rows; ++r)
             for (int hd = 0; hd < src.heads; ++hd) {
                 const float* s = src.head(r, hd);
