@@ -180,6 +180,9 @@ void run(benchmark::State& state, const Work& w, Fn&& fn) {
     const double iters = static_cast<double>(state.iterations());
     using benchmark::Counter;
     const double gflops = w.flops * iters / seconds * 1e-9, gbps = w.bytes * iters / seconds * 1e-9;
+    // The work of one iteration itself, so reports can derive bounds exactly.
+    if (w.flops > 0) state.counters["flops_per_iter"] = Counter(w.flops);
+    if (w.bytes > 0) state.counters["bytes_per_iter"] = Counter(w.bytes);
     if (w.tokens > 0) state.counters["tokens_per_s"] = Counter(w.tokens * iters / seconds);
     if (w.flops > 0) state.counters["GFLOP_per_s"] = Counter(gflops);
     if (w.bytes > 0) state.counters["GB_per_s"] = Counter(gbps);

@@ -569,6 +569,11 @@ def add_model_cases():
             decode(prism_model, V, B, ctx))
 
 
+# The C++ suite each case belongs to (bench/bench_<suite>.cpp), by name.
+SUITES = {"norms": r"^(rmsnorm|layernorm|rope)/", "linear": r"^linear/", "attention": r"^attention/",
+          "mlp": r"^mlp/", "complexity_model": r"^model/complexity/", "prism_model": r"^model/prism/"}
+
+
 # ----------------------------------------------------------------------------- timing and output
 def measure(fn, min_time, repetitions):
     fn()  # warm-up: allocations, first touch, masks and tables
@@ -636,6 +641,8 @@ def check():
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON output path")
+    ap.add_argument("--suite", default="", choices=[""] + sorted(SUITES),
+                    help="only the cases of one C++ suite (bench_<suite>)")
     ap.add_argument("--filter", default="", help="regular expression on case names")
     ap.add_argument("--min-time", type=float, default=0.3, help="seconds per repetition (at least one call)")
     ap.add_argument("--repetitions", type=int, default=3)
@@ -650,7 +657,8 @@ def main(argv):
     add_attention_cases()
     add_mlp_cases()
     add_model_cases()
-    selected = [c for c in CASES if re.search(args.filter, c.name)]
+    selected = [c for c in CASES if re.search(args.filter, c.name)
+                and (not args.suite or re.search(SUITES[args.suite], c.name))]
     if args.list:
         print("\n".join(c.name for c in selected))
         return 0
