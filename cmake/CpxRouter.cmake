@@ -137,6 +137,18 @@ function(cpx_add_routing_table)
     target_link_libraries(${_check_target} PRIVATE cpx::cpx)
     target_compile_features(${_check_target} PRIVATE cxx_std_20)
     target_include_directories(${_check_target} PRIVATE "${_dir}")
+    # The checks walk the whole table in a constant expression. g++'s default
+    # limit (2^25 operations) covers V = 131072 and clang's (2^20 steps) about
+    # V = 50000; raise both in proportion to V so any vocabulary passes.
+    math(EXPR _steps "${arg_VOCAB} * 400")
+    if(_steps LESS 33554432)
+        set(_steps 33554432)
+    elseif(_steps GREATER 2147483647)
+        set(_steps 2147483647)
+    endif()
+    target_compile_options(${_check_target} PRIVATE
+        $<$<CXX_COMPILER_ID:GNU>:-fconstexpr-ops-limit=${_steps}>
+        $<$<CXX_COMPILER_ID:Clang,AppleClang>:-fconstexpr-steps=${_steps}>)
     add_dependencies(${arg_TARGET} ${_check_target})
 
     # The header includes cpx's router headers: give the target cpx's include

@@ -33,6 +33,10 @@ void print(cpx::ComplexityConfig<C::dims>*) {
                 C::experts, C::expert_width, C::shared_width, C::use_mu ? "on" : "off");
     std::printf("  vocab %d, context %d, rope theta %.1f (scaling %.2f)\n", C::vocab, C::max_positions,
                 C::rope.theta, C::rope.scaling);
+    if constexpr (C::attention == cpx::AttentionKind::prism)
+        std::printf("  attention PRISM: %d signal + %d noise heads of dim %d (R %d), RoPE multiplier %.10g\n",
+                    C::heads, C::heads, C::prism_head_dim, C::dims.prism_expansion_ratio,
+                    C::dims.prism_freq_multiplier);
 }
 
 template <class C>

@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release -DCPX_CUDA=OFF >/dev/null
-cmake --build --preset release --target print_config_ComplexityDeep187M -j "$(nproc)"
-./build/release/examples/print_config_ComplexityDeep187M "$@"
+cmake --build --preset release --target complexity_run_ComplexityDeep187M -j "$(nproc)"
+./build/release/examples/complexity_run_ComplexityDeep187M "$@"

@@ -3,7 +3,8 @@
 # else. Safe to re-run: packages already present are left alone.
 set -euo pipefail
 
-packages=(cmake make g++ libeigen3-dev doctest-dev libbenchmark-dev python3)
+# python3-torch and python3-numpy: the independent PyTorch reference of the test suite.
+packages=(cmake make g++ libeigen3-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

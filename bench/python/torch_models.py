@@ -154,7 +154,12 @@ class ComplexityDeep:
         shared = (F.silu(x @ self.w(p + "shared_gate.weight").T) * (x @ self.w(p + "shared_up.weight").T)) @ self.w(
             p + "shared_down.weight"
         ).T
-        gate, up, down = self.w(p + "gate_proj_w"), self.w(p + "up_proj_w"), self.w(p + "down_proj_w")
+        if p + "gate_up_proj" in self.t:  # fused layout [E, d, 2 I_e]: gate columns, then up columns
+            fused = self.w(p + "gate_up_proj")
+            half = fused.shape[-1] // 2
+            gate, up, down = fused[..., :half], fused[..., half:], self.w(p + "down_proj")
+        else:
+            gate, up, down = self.w(p + "gate_proj_w"), self.w(p + "up_proj_w"), self.w(p + "down_proj_w")
         routed = torch.zeros_like(x)
         if self.mlp_type == "token_routed":
             experts = self.w(p + "token_to_expert")[tokens]

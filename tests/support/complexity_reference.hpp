@@ -13,6 +13,8 @@
 
 #include <cpx/config/complexity_config.hpp>
 
+#include "prism_reference.hpp"
+
 namespace cpx::testing {
 
 /// Named tensors (checkpoint names, row-major checkpoint layout) and the routing table.
@@ -170,6 +172,25 @@ std::vector<std::vector<double>> reference_attention(const ReferenceWeights& w, 
     return out;
 }
 
+/// PRISM attention of layer `p` (a decoder with AttentionKind::prism): the
+/// double reference of prism_reference.hpp on the rows a, positions 0..T-1.
+template <ComplexityConfigType C>
+std::vector<std::vector<double>> reference_prism_attention(const ReferenceWeights& w, const std::string& p,
+                                                           const std::vector<std::vector<double>>& a) {
+    const int T = static_cast<int>(a.size()), d = C::hidden;
+    const reference::PrismShape shape{d, C::heads, C::dims.prism_expansion_ratio,
+                                      C::dims.rope_theta * C::dims.prism_freq_multiplier,
+                                      C::dims.rope_theta / C::dims.prism_freq_multiplier, true};
+    std::vector<double> x;
+    for (const auto& row : a) x.insert(x.end(), row.begin(), row.end());
+    const auto& u = w[p + "self_attn.u_proj.weight"];
+    const auto y = reference::prism_attention(shape, x, T, std::vector<float>(u.begin(), u.end()),
+                                              w[p + "self_attn.lambda_q"][0]);
+    std::vector<std::vector<double>> out(T);
+    for (int t = 0; t < T; ++t) out[t].assign(y.begin() + t * d, y.begin() + (t + 1) * d);
+    return out;
+}
+
 /// Logits [T, V] of one sequence starting at position 0.
 template <ComplexityConfigType C>
 std::vector<double> reference_logits(const ReferenceWeights& w, const std::vector<std::int64_t>& tokens) {
@@ -183,7 +204,9 @@ std::vector<double> reference_logits(const ReferenceWeights& w, const std::vecto
         const std::string p = "layers." + std::to_string(l) + ".";
         std::vector<std::vector<double>> a(T);
         for (std::size_t t = 0; t < T; ++t) a[t] = rmsnorm(h[t], w[p + "input_layernorm.weight"], C::dims.norm_eps);
-        const auto attn = reference_attention<C>(w, p, a, mu);
+        std::vector<std::vector<double>> attn;
+        if constexpr (C::attention == AttentionKind::prism) attn = reference_prism_attention<C>(w, p, a);
+        else attn = reference_attention<C>(w, p, a, mu);
         for (std::size_t t = 0; t < T; ++t) {
             add(h[t], attn[t]);
             add(h[t], reference_mlp<C>(w, p, rmsnorm(h[t], w[p + "post_attention_layernorm.weight"], C::dims.norm_eps),

@@ -32,6 +32,8 @@ ComplexityWeights<C, W> test_weights(std::uint64_t seed) {
             v = random_normal(n, ++stream, 1.0f, 1.0f);  // some below 0, some above 2
         } else if (name == "mu_init") {
             v = random_normal(n, ++stream, 1.5f);  // unclamped: some beyond +-2
+        } else if (ends_with("self_attn.lambda_q")) {
+            v = {0.25f + 0.5f * static_cast<float>(++stream % 3)};  // PRISM's noise weight, well away from 0
         } else if (name == "embed_tokens.weight") {
             v = random_normal(n, ++stream, 1.0f);
         } else {

@@ -130,7 +130,7 @@ inline double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.
 /// The whole GPT-2-style PRISM model on one sequence at positions 0..T-1:
 /// logits [T, vocab]. `Weights` is cpx::PrismWeights<C> (read as plain data).
 template <class Shape, class Weights>
-std::vector<double> prism_model(const Weights& w, const std::vector<std::int32_t>& tokens, int d, int vocab,
+std::vector<double> prism_model(const Weights& w, const std::vector<std::int64_t>& tokens, int d, int vocab,
                                 double eps) {
     const int T = static_cast<int>(tokens.size()), width = 4 * d;
     std::vector<double> x(std::size_t(T) * d);

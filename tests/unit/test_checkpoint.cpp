@@ -86,12 +86,16 @@ TEST_CASE("the writer round-trips every library dtype, shapes and metadata") {
     w.add("h16", {2, 2}, h16);
     w.add("i64", {3}, i64);
     w.add("i32", {1, 2}, i32);
+    const double f64[] = {0.1, -2.0};
+    w.add_raw("f64", "F64", {2}, std::as_bytes(std::span<const double>(f64)));
     w.add_metadata("format", "pt");
     const auto path = dir / "m.safetensors";
     w.write(path);
 
     const auto f = SafetensorsFile::open(path);
-    CHECK(f.size() == 5);
+    CHECK(f.size() == 6);
+    CHECK(f.find("f64")->dtype_name == "F64");
+    CHECK(std::memcmp(f.find("f64")->bytes.data(), f64, 16) == 0);
     CHECK(*f.metadata_value("format") == "pt");
     auto same_bytes = [&](const char* name, const void* want, std::size_t n, DType dtype,
                           std::vector<std::int64_t> shape) {

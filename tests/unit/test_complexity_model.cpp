@@ -5,6 +5,11 @@
 #include <cpx/config/presets.hpp>
 #include <cpx/models/complexity_model.hpp>
 
+#include <cmath>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
 #include "test_support.hpp"
@@ -167,4 +172,36 @@ TEST_CASE("batched decode through several caches equals decoding each sequence a
     CHECK(relative_error(std::vector<float>(both.begin() + C::vocab, both.end()), y) < 1e-5);
     CHECK(a.length() == 6);
     CHECK(b.length() == 13);
+}
+
+TEST_CASE("the seeded initialisation follows the spec and does not depend on the thread count") {
+    using C = presets::TinyComplexity;
+    const auto a = ComplexityWeights<C>::random(42);
+    const int threads = cpu::max_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    const auto b = ComplexityWeights<C>::random(42);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    const auto c = ComplexityWeights<C>::random(43);
+    CHECK(a.embed_tokens == b.embed_tokens);
+    CHECK(a.layers[2].qkv == b.layers[2].qkv);
+    CHECK(a.embed_tokens != c.embed_tokens);
+    // Spec section 8: N(0, 0.02) matrices, N(0, 0.02/sqrt(2L)) residual projections, ones, mu = 1, mu_init = 0.
+    const auto stddev = [](const auto& v) {
+        double s = 0;
+        for (float x : v) s += double(x) * x;
+        return std::sqrt(s / static_cast<double>(v.size()));
+    };
+    CHECK(stddev(a.embed_tokens) == doctest::Approx(0.02).epsilon(0.02));
+    CHECK(stddev(a.layers[0].o_proj) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
+    CHECK(stddev(a.layers[0].down) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
+    CHECK(stddev(a.layers[0].shared_down) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(a.layers[1].mu_proj) == doctest::Approx(0.02).epsilon(0.05));
+    for (float x : a.layers[1].mu) CHECK(x == 1.0f);
+    for (float x : a.mu_init) CHECK(x == 0.0f);
+    for (float x : a.layers[0].q_norm) CHECK(x == 1.0f);
+    for (float x : a.norm) CHECK(x == 1.0f);
 }

@@ -61,8 +61,8 @@ using TinyLinearRope = cpx::ComplexityConfig<cpx::ComplexityDims{
 using TinyPrismAttention = cpx::ComplexityConfig<cpx::ComplexityDims{
     .hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 4,
     .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
-    .mlp = cpx::MlpKind::token_routed, .num_experts = 4, .attention = cpx::AttentionKind::prism,
-    .prism_expansion_ratio = 3, .prism_freq_multiplier = 2.0}>;
+    .mlp = cpx::MlpKind::token_routed, .num_experts = 4, .use_mu_guidance = false,
+    .attention = cpx::AttentionKind::prism, .prism_expansion_ratio = 3, .prism_freq_multiplier = 2.0}>;
 
 template <class C>
 void check_round_trip() {

@@ -20,7 +20,7 @@ struct MlpData {
           b_fc(testing::random_normal(width_, seed + 1, 0.1f)),
           w_proj(testing::random_normal(std::size_t(d_) * width_, seed + 2, 0.2f)),
           b_proj(testing::random_normal(d_, seed + 3, 0.1f)) {}
-    cpu::GeluMlpWeights view(bool bias) const {
+    cpu::GeluMlpWeights<float> view(bool bias) const {
         return {Matrix<const float>(w_fc.data(), width, d), bias ? Vector<const float>(b_fc.data(), width) : Vector<const float>(),
                 Matrix<const float>(w_proj.data(), d, width), bias ? Vector<const float>(b_proj.data(), d) : Vector<const float>()};
     }

@@ -126,6 +126,13 @@ TEST_CASE("malformed documents are rejected with the line and column of the faul
     }
 }
 
+TEST_CASE("duplicate keys are found among many, at their second occurrence") {
+    std::string text = "{";
+    for (int i = 0; i < 5000; ++i) text += "\"k" + std::to_string(i) + "\": 0, ";
+    text += "\"k4321\": 1, \"k17\": 2}";
+    CHECK(parse_error(text) == "doc:1:" + std::to_string(text.find("\"k4321\": 1") + 1) + ": duplicate key \"k4321\"");
+}
+
 TEST_CASE("line and column count lines and bytes from 1") {
     CHECK(parse_error("{\n  \"a\": 1,\n  \"b\" 2\n}") == "doc:3:7: expected ':' after an object key");
 }

@@ -5,12 +5,14 @@
 #include <cpx/config/presets.hpp>
 #include <cpx/config/prism_attention_shape.hpp>
 #include <cpx/cpu/orthogonal_init.hpp>
+#include <cpx/cpu/attention_distance.hpp>
 #include <cpx/cpu/prism_attention.hpp>
+#include <cpx/models/kv_cache.hpp>
+#include <cpx/models/seeded_normal.hpp>
 
 #include <atomic>
 #include <cmath>
 #include <numbers>
-#include <random>
 
 #include "prism_reference.hpp"
 #include "test_support.hpp"
@@ -65,19 +67,18 @@ std::vector<double> plain_attention(const std::vector<float>& x, int T, int d, i
 }
 
 std::vector<float> orthogonal_u(int rows, int cols, std::uint64_t seed) {
-    std::mt19937_64 gen(seed);
+    SeededRandom rng(seed);
     std::vector<float> u(std::size_t(rows) * cols);
-    cpu::orthogonal_init(Matrix<float>(u.data(), rows, cols), gen);
+    cpu::orthogonal_init(Matrix<float>(u.data(), rows, cols), [&] { return rng.normal(); });
     return u;
 }
 
 template <class S>
-std::vector<float> run_layer(const cpu::PrismAttention<S>& layer, const std::vector<float>& x, int T,
+std::vector<float> run_layer(cpu::PrismAttention<S>& layer, const std::vector<float>& x, int T,
                              const std::vector<float>& u, float lambda) {
     auto out = testing::poisoned<float>(std::size_t(T) * S::hidden);
-    cpu::PrismAttentionScratch scratch;
-    layer.forward(Matrix<const float>(x.data(), T, S::hidden), {Matrix<const float>(u.data(), S::u_rows, S::hidden), lambda},
-                  Matrix<float>(out.data(), T, S::hidden), scratch);
+    layer.forward({Matrix<const float>(u.data(), S::u_rows, S::hidden), lambda},
+                  Matrix<const float>(x.data(), T, S::hidden), Matrix<float>(out.data(), T, S::hidden));
     return out;
 }
 
@@ -87,7 +88,7 @@ double layer_error(int T, float lambda, std::uint64_t seed, float u_scale = 1.0f
     auto u = orthogonal_u(S::u_rows, S::hidden, seed);
     for (auto& v : u) v *= u_scale;
     const auto x = testing::random_normal(std::size_t(T) * S::hidden, seed + 1);
-    const cpu::PrismAttention<S> layer(64);
+    cpu::PrismAttention<S> layer(64);
     return testing::relative_error(run_layer(layer, x, T, u, lambda), reference_layer(prism_shape<S>(), x, T, u, lambda));
 }
 
@@ -126,7 +127,7 @@ TEST_CASE("with lambda = 0 the layer is plain causal attention over the signal h
     const int T = 30, d = Tiny::hidden, H = Tiny::heads, D = Tiny::head_dim;
     auto u = orthogonal_u(Tiny::u_rows, d, 141);
     const auto x = testing::random_normal(std::size_t(T) * d, 142);
-    const cpu::PrismAttention<Tiny> layer(64);
+    cpu::PrismAttention<Tiny> layer(64);
     const auto got = run_layer(layer, x, T, u, 0.0f);
     const auto want = plain_attention(x, T, d, H, D, u, 10000.0 * std::numbers::pi, true, 1.0 / std::sqrt(2.0 * H * 2));
     CHECK(testing::relative_error(got, want) < 1e-4);
@@ -139,7 +140,7 @@ TEST_CASE("with lambda = 0 the layer is plain causal attention over the signal h
 
 TEST_CASE("multiplier 1 gives signal and noise heads the same RoPE basis") {
     static_assert(UnitMultiplier::signal_rope.theta == UnitMultiplier::noise_rope.theta);
-    const cpu::PrismAttention<UnitMultiplier> unit(64);
+    cpu::PrismAttention<UnitMultiplier> unit(64);
     for (index_t pos : {0, 1, 17, 63})
         for (int i = 0; i < UnitMultiplier::head_dim / 2; ++i) {
             CHECK(unit.signal_rope().cos_at(pos)[i] == unit.noise_rope().cos_at(pos)[i]);
@@ -156,49 +157,75 @@ TEST_CASE("multiplier 1 gives signal and noise heads the same RoPE basis") {
     for (auto& v : scaled) v *= 0.7f;
     CHECK(testing::relative_error(run_layer(unit, x, T, u, 0.3f), scaled) < 1e-5);
     // ... which the pi multiplier breaks: its noise heads see other frequencies.
-    const cpu::PrismAttention<Tiny> pi_layer(64);
+    cpu::PrismAttention<Tiny> pi_layer(64);
     const auto pi0 = run_layer(pi_layer, x, T, u, 0.0f);
     auto pi_scaled = pi0;
     for (auto& v : pi_scaled) v *= 0.7f;
     CHECK(testing::relative_error(run_layer(pi_layer, x, T, u, 0.3f), pi_scaled) > 1e-3);
 }
 
-TEST_CASE("chunks with a cache reproduce the one-shot layer: chunked prefill and decode") {
+TEST_CASE("chunks through a KV cache reproduce the one-shot layer: chunked prefill and decode") {
     const int T = 37, d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 161);
     const auto x = testing::random_normal(std::size_t(T) * d, 162);
-    const cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<Tiny> layer(48);
     const auto whole = run_layer(layer, x, T, u, 0.2f);
 
     for (int chunk : {1, 5, 16, 37}) {
-        std::vector<float> k(std::size_t(48) * W), v(std::size_t(48) * W);
-        const cpu::LayerKv<float> kv{cpu::packed_heads(k.data(), 48, 4, 32), cpu::packed_heads(v.data(), 48, 4, 32)};
+        KVCache<presets::TinyPrism> cache(48);  // the models' cache; this test uses its layer 0
         auto out = testing::poisoned<float>(std::size_t(T) * d);
-        cpu::PrismAttentionScratch scratch;
         for (int t0 = 0; t0 < T; t0 += chunk) {
             const int n = std::min(chunk, T - t0);
-            const cpu::SequenceChunk<float> c{0, n, t0, kv};
-            layer.forward<float>(Matrix<const float>(x.data() + t0 * d, n, d), {Matrix<const float>(u.data(), W, d), 0.2f},
-                                 std::span(&c, 1), Matrix<float>(out.data() + t0 * d, n, d), scratch);
+            const cpu::SequenceRows<float> s{0, n, t0, cache.keys(0), cache.values(0)};
+            layer.forward({Matrix<const float>(u.data(), W, d), 0.2f}, cpu::rows_of(x.data() + t0 * d, n, d),
+                          std::span(&s, 1), cpu::rows_of(out.data() + t0 * d, n, d), cpu::Write::overwrite);
         }
         // Same arithmetic per row up to GEMM blocking: a few fp32 ulps.
         CHECK_MESSAGE(testing::relative_error(out, whole) < 1e-5, "chunk size ", chunk);
     }
 }
 
-TEST_CASE("a batch of chunks of different sequences equals each sequence alone") {
+TEST_CASE("a bf16 cache stores the keys and values rounded, close to the fp32 layer") {
+    const int T = 20, d = Tiny::hidden, W = Tiny::u_rows;
+    const auto u = orthogonal_u(W, d, 165);
+    const auto x = testing::random_normal(std::size_t(T) * d, 166);
+    cpu::PrismAttention<Tiny, float, bf16> layer(48);
+    KVCache<presets::TinyPrism, bf16> cache(48);
+    auto out = testing::poisoned<float>(std::size_t(T) * d);
+    const cpu::SequenceRows<bf16> s{0, T, 0, cache.keys(1), cache.values(1)};
+    layer.forward({Matrix<const float>(u.data(), W, d), 0.3f}, cpu::rows_of(x.data(), T, d), std::span(&s, 1),
+                  cpu::rows_of(out.data(), T, d), cpu::Write::overwrite);
+    // bf16 keeps 8 bits of mantissa (relative rounding 2^-9 = 2e-3) on keys and values.
+    CHECK(testing::relative_error(out, reference_layer(prism_shape<Tiny>(), x, T, u, 0.3)) < 1e-2);
+}
+
+TEST_CASE("accumulate mode adds the layer to a residual stream") {
+    const int T = 9, d = Tiny::hidden, W = Tiny::u_rows;
+    const auto u = orthogonal_u(W, d, 167);
+    const auto x = testing::random_normal(std::size_t(T) * d, 168);
+    auto residual = testing::random_normal(std::size_t(T) * d, 169);
+    auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.4);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
+    cpu::PrismAttention<Tiny> layer(48);
+    const cpu::SequenceRows<float> s{0, T, 0, {}, {}};
+    layer.forward({Matrix<const float>(u.data(), W, d), 0.4f}, cpu::rows_of(x.data(), T, d), std::span(&s, 1),
+                  cpu::rows_of(residual.data(), T, d), cpu::Write::accumulate);
+    CHECK(testing::relative_error(residual, want) < 1e-4);
+}
+
+TEST_CASE("a batch of sequences of different lengths equals each sequence alone") {
     const int d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 171);
     const int lens[] = {7, 19, 1};
     const int total = 27;
     const auto x = testing::random_normal(std::size_t(total) * d, 172);
-    const cpu::PrismAttention<Tiny> layer(48);
-    std::vector<cpu::SequenceChunk<float>> chunks;
-    for (int s = 0, row = 0; s < 3; row += lens[s++]) chunks.push_back({row, lens[s], 0, {}});
+    cpu::PrismAttention<Tiny> layer(48);
+    std::vector<cpu::SequenceRows<float>> seqs;
+    for (int s = 0, row = 0; s < 3; row += lens[s++]) seqs.push_back({row, lens[s], 0, {}, {}});
     auto out = testing::poisoned<float>(std::size_t(total) * d);
-    cpu::PrismAttentionScratch scratch;
-    layer.forward<float>(Matrix<const float>(x.data(), total, d), {Matrix<const float>(u.data(), W, d), 0.15f},
-                         std::span<const cpu::SequenceChunk<float>>(chunks), Matrix<float>(out.data(), total, d), scratch);
+    layer.forward({Matrix<const float>(u.data(), W, d), 0.15f}, cpu::rows_of(x.data(), total, d),
+                  std::span<const cpu::SequenceRows<float>>(seqs), cpu::rows_of(out.data(), total, d),
+                  cpu::Write::overwrite);
     for (int s = 0, row = 0; s < 3; row += lens[s++]) {
         const std::vector<float> xs(x.begin() + row * d, x.begin() + (row + lens[s]) * d);
         const std::vector<float> got(out.begin() + row * d, out.begin() + (row + lens[s]) * d);
@@ -210,7 +237,7 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
     const int T = 13, d = Tiny::hidden, W = Tiny::u_rows, heads = Tiny::physical_heads;
     const auto u = orthogonal_u(W, d, 181);
     const auto x = testing::random_normal(std::size_t(T) * d, 182);
-    const cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<Tiny> layer(48);
     std::vector<std::atomic<int>> seen(std::size_t(heads) * T);
     std::vector<double> distance(std::size_t(heads) * T, -1.0);
     std::atomic<int> bad_sums{0};
@@ -225,9 +252,8 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
         distance[std::size_t(head) * T + pos] = dist;
     };
     auto out = testing::poisoned<float>(std::size_t(T) * d);
-    cpu::PrismAttentionScratch scratch;
-    layer.forward(Matrix<const float>(x.data(), T, d), {Matrix<const float>(u.data(), W, d), 0.1f},
-                  Matrix<float>(out.data(), T, d), scratch, observe);
+    layer.forward({Matrix<const float>(u.data(), W, d), 0.1f}, Matrix<const float>(x.data(), T, d),
+                  Matrix<float>(out.data(), T, d), observe);
     for (auto& s : seen) CHECK(s.load() == 1);
     CHECK(bad_sums.load() == 0);
     std::vector<double> want;
@@ -237,59 +263,63 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
         for (int t = 0; t < T; ++t) mean += distance[std::size_t(h) * T + t] / T;
         CHECK(mean == doctest::Approx(want[h]).epsilon(1e-4));
     }
+    // The attention-distance table gives the same per-head means.
+    cpu::AttentionDistance table(1, heads);
+    layer.forward({Matrix<const float>(u.data(), W, d), 0.1f}, Matrix<const float>(x.data(), T, d),
+                  Matrix<float>(out.data(), T, d), table.layer(0));
+    for (int h = 0; h < heads; ++h) CHECK(table.mean(0, h) == doctest::Approx(want[h]).epsilon(1e-4));
+    CHECK(table.group_mean(0, 0, Tiny::heads) ==
+          doctest::Approx((want[0] + want[1]) / 2).epsilon(1e-4));
 }
 
 TEST_CASE("long inputs (the threaded copy, scale and cache-store loops) match the reference") {
-    // 300 rows x 2HD = 128 values: above the layer's threshold for splitting rows over threads.
-    const int T = 300, d = Tiny::hidden, W = Tiny::u_rows;
+    // 600 rows x 2HD = 128 values: above the layer's threshold for splitting rows over threads.
+    const int T = 600, d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 201);
     const auto x = testing::random_normal(std::size_t(T) * d, 202);
     const auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.3);
-    const cpu::PrismAttention<Tiny> layer(T);
-    // Softmax over up to 300 keys and GEMMs with inner size 128: ~1e-6 observed; the fp32 bar is 1e-4.
+    cpu::PrismAttention<Tiny> layer(T);
+    // Softmax over up to 600 keys and GEMMs with inner size 128: ~1e-6 observed; the fp32 bar is 1e-4.
     CHECK(testing::relative_error(run_layer(layer, x, T, u, 0.3f), want) < 1e-4);
 
-    // Through a cache, in two chunks of 150 rows (each stored with the threaded loop).
+    // Through a cache, in two chunks of 300 rows (each stored with the threaded loop).
+    // (Position-major storage of T rows: longer than TinyPrism's context, which a KVCache enforces.)
     std::vector<float> k(std::size_t(T) * W), v(std::size_t(T) * W);
-    const cpu::LayerKv<float> kv{cpu::packed_heads(k.data(), T, 4, 32), cpu::packed_heads(v.data(), T, 4, 32)};
+    const auto heads = [&](std::vector<float>& m) { return cpu::packed_heads(m.data(), T, Tiny::physical_heads, Tiny::head_dim); };
     auto out = testing::poisoned<float>(std::size_t(T) * d);
-    cpu::PrismAttentionScratch scratch;
-    for (int t0 = 0; t0 < T; t0 += 150) {
-        const cpu::SequenceChunk<float> c{0, 150, t0, kv};
-        layer.forward<float>(Matrix<const float>(x.data() + t0 * d, 150, d), {Matrix<const float>(u.data(), W, d), 0.3f},
-                             std::span(&c, 1), Matrix<float>(out.data() + t0 * d, 150, d), scratch);
+    for (int t0 = 0; t0 < T; t0 += 300) {
+        const cpu::SequenceRows<float> s{0, 300, t0, heads(k), heads(v)};
+        layer.forward({Matrix<const float>(u.data(), W, d), 0.3f}, cpu::rows_of(x.data() + t0 * d, 300, d),
+                      std::span(&s, 1), cpu::rows_of(out.data() + t0 * d, 300, d), cpu::Write::overwrite);
     }
     CHECK(testing::relative_error(out, want) < 1e-4);
 }
 
-TEST_CASE("bad input gets clear errors: shapes, positions past the context, chunks without their cache") {
+TEST_CASE("bad input gets clear errors: shapes, positions past the context, sequences without their cache") {
     const int d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 191);
-    const cpu::PrismAttention<Tiny> layer(8);
+    cpu::PrismAttention<Tiny> layer(8);
     std::vector<float> x(std::size_t(10) * d), out(std::size_t(10) * d);
-    cpu::PrismAttentionScratch scratch;
-    const cpu::PrismAttentionWeights w{Matrix<const float>(u.data(), W, d), 0.1f};
+    const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), W, d), 0.1f};
 
-    CHECK_THROWS_WITH_AS(layer.forward(Matrix<const float>(x.data(), 9, d), w, Matrix<float>(out.data(), 9, d), scratch),
+    CHECK_THROWS_WITH_AS(layer.forward(w, Matrix<const float>(x.data(), 9, d), Matrix<float>(out.data(), 9, d)),
                          doctest::Contains("exceed the context length 8"), InputError);
-    CHECK_THROWS_WITH_AS(layer.forward(Matrix<const float>(x.data(), 4, d),
-                                       {Matrix<const float>(u.data(), W / 2, d), 0.1f}, Matrix<float>(out.data(), 4, d),
-                                       scratch),
+    CHECK_THROWS_WITH_AS(layer.forward({Matrix<const float>(u.data(), W / 2, d), 0.1f},
+                                       Matrix<const float>(x.data(), 4, d), Matrix<float>(out.data(), 4, d)),
                          doctest::Contains("U is [64, 32]"), ShapeError);
-    CHECK_THROWS_AS(layer.forward(Matrix<const float>(x.data(), 4, d - 1), w, Matrix<float>(out.data(), 4, d), scratch),
+    CHECK_THROWS_AS(layer.forward(w, Matrix<const float>(x.data(), 4, d - 1), Matrix<float>(out.data(), 4, d)),
                     ShapeError);
-    CHECK_THROWS_AS(layer.forward(Matrix<const float>(x.data(), 4, d), {w.u, NAN}, Matrix<float>(out.data(), 4, d), scratch),
+    CHECK_THROWS_AS(layer.forward({w.u, NAN}, Matrix<const float>(x.data(), 4, d), Matrix<float>(out.data(), 4, d)),
                     InputError);
 
-    const cpu::SequenceChunk<float> late{0, 2, 3, {}};
-    CHECK_THROWS_WITH_AS(layer.forward<float>(Matrix<const float>(x.data(), 2, d), w, std::span(&late, 1),
-                                              Matrix<float>(out.data(), 2, d), scratch),
+    const cpu::SequenceRows<float> late{0, 2, 3, {}, {}};
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 2, d), std::span(&late, 1),
+                                       cpu::rows_of(out.data(), 2, d), cpu::Write::overwrite),
                          doctest::Contains("needs a cache"), InputError);
 
-    std::vector<float> k(std::size_t(4) * W), v(std::size_t(4) * W);
-    const cpu::SequenceChunk<float> overflow{0, 2, 3, cpu::LayerKv<float>{cpu::packed_heads(k.data(), 4, 4, 32),
-                                                                          cpu::packed_heads(v.data(), 4, 4, 32)}};
-    CHECK_THROWS_WITH_AS(layer.forward<float>(Matrix<const float>(x.data(), 2, d), w, std::span(&overflow, 1),
-                                              Matrix<float>(out.data(), 2, d), scratch),
+    KVCache<presets::TinyPrism> small(4);
+    const cpu::SequenceRows<float> overflow{0, 2, 3, small.keys(0), small.values(0)};
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 2, d), std::span(&overflow, 1),
+                                       cpu::rows_of(out.data(), 2, d), cpu::Write::overwrite),
                          doctest::Contains("do not fit a cache of 4"), InputError);
 }

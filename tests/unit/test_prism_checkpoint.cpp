@@ -3,7 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/io/prism_checkpoint.hpp>
+#include <cpx/io/prism_config_json.hpp>
+#include <cpx/models/prism_checkpoint.hpp>
 #include <cpx/models/prism_model.hpp>
 
 #include <functional>
@@ -19,6 +20,8 @@ namespace {
 
 using Tiny = presets::TinyPrism;
 
+const std::vector<std::int64_t> probe_tokens{5, 17, 99, 0, 42, 42, 8, 100, 3, 61, 7, 2};
+
 PrismWeights<Tiny> tiny_weights(std::uint64_t seed) {
     auto w = PrismWeights<Tiny>::random(seed);
     float lambda = 0.02f;
@@ -27,48 +30,53 @@ PrismWeights<Tiny> tiny_weights(std::uint64_t seed) {
     return w;
 }
 
-std::vector<float> logits_of(const PrismWeights<Tiny>& w, const std::vector<std::int32_t>& tokens) {
+std::vector<float> logits_of(const PrismWeights<Tiny>& w, const std::vector<std::int64_t>& tokens) {
     PrismModel<Tiny> model(w);
-    std::vector<float> out(tokens.size() * Tiny::vocab);
-    model.forward(tokens, 1, Matrix<float>(out.data(), static_cast<index_t>(tokens.size()), Tiny::vocab));
-    return out;
+    return model.forward(tokens);
 }
 
-/// Writes a checkpoint directory from the enumeration of `w`, letting `edit`
-/// change the writer before it writes (drop, add or replace tensors).
+/// A checkpoint tensor as the tests build files from: name, shape, fp32 values.
+struct Named {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> values;
+};
+
+/// Writes a checkpoint directory from the slots of `w`, letting `each` decide
+/// what each tensor becomes (dropped, reshaped, renamed) and `extra` add more.
 void write_custom(const TempDir& dir, const PrismWeights<Tiny>& w,
-                  const std::function<void(const NamedTensor<const float>&, io::SafetensorsWriter&)>& each,
+                  const std::function<void(const Named&, io::SafetensorsWriter&)>& each,
                   const std::function<void(io::SafetensorsWriter&)>& extra = {}) {
     io::SafetensorsWriter writer;
-    w.for_each_tensor([&](const NamedTensor<const float>& t) { each(t, writer); });
+    for (const auto& s : w.slots()) {
+        Named t{s.name, s.shape, std::vector<float>(static_cast<std::size_t>(s.elements()))};
+        s.extract(t.values);
+        each(t, writer);
+    }
     if (extra) extra(writer);
     writer.write(dir / "model.safetensors");
     dir.write("config.json", io::prism_config_json<Tiny>());
 }
 
-void add_as_is(const NamedTensor<const float>& t, io::SafetensorsWriter& writer) {
-    writer.add<float>(t.name, t.shape, std::span<const float>(t.data, static_cast<std::size_t>(t.size())));
-}
+void add_as_is(const Named& t, io::SafetensorsWriter& writer) { writer.add<float>(t.name, t.shape, t.values); }
 
 std::string load_error(const TempDir& dir) {
     try {
-        io::load_prism_checkpoint<Tiny>(dir.path());
+        load_prism_checkpoint<Tiny>(dir.path());
     } catch (const Error& e) {
         return e.what();
     }
     return "no error";
 }
 
-const std::vector<std::int32_t> probe_tokens{5, 17, 99, 0, 42, 42, 8, 100, 3, 61, 7, 2};
-
 }  // namespace
 
 TEST_CASE("save then load gives identical weights and identical logits") {
     TempDir dir;
     const auto w = tiny_weights(1);
-    io::save_prism_checkpoint(w, dir.path());
+    save_prism_checkpoint(w, dir.path());
     CHECK(std::filesystem::exists(dir / "config.json"));
-    const auto back = io::load_prism_checkpoint<Tiny>(dir.path());
+    const auto back = load_prism_checkpoint<Tiny>(dir.path());
     CHECK(back.wte == w.wte);
     CHECK(back.layers[1].u == w.layers[1].u);
     CHECK(back.layers[1].lambda == w.layers[1].lambda);
@@ -78,7 +86,7 @@ TEST_CASE("save then load gives identical weights and identical logits") {
 
 TEST_CASE("config.json holds the GPTConfig keys of the compiled configuration") {
     TempDir dir;
-    io::save_prism_checkpoint(tiny_weights(2), dir.path());
+    save_prism_checkpoint(tiny_weights(2), dir.path());
     const auto c = io::read_prism_config(dir / "config.json");
     CHECK(c.n_layer == 2);
     CHECK(c.n_head == 2);
@@ -90,14 +98,26 @@ TEST_CASE("config.json holds the GPTConfig keys of the compiled configuration") 
     CHECK(*c.prism_freq_multiplier == doctest::Approx(3.1415926535));
 }
 
-TEST_CASE("a bf16 checkpoint loads as the bf16-rounded weights") {
+TEST_CASE("bf16 weights save their matrices as BF16 and load back exactly, into bf16 or fp32 storage") {
     TempDir dir;
     const auto w = tiny_weights(3);
-    io::save_prism_checkpoint(w, dir.path(), DType::bf16);
-    const auto back = io::load_prism_checkpoint<Tiny>(dir.path());
-    for (std::size_t i = 0; i < w.layers[0].c_fc_weight.size(); i += 97)
-        CHECK(back.layers[0].c_fc_weight[i] == bf16::from_float(w.layers[0].c_fc_weight[i]).to_float());
-    CHECK(back.layers[1].lambda == bf16::from_float(w.layers[1].lambda).to_float());
+    const auto w16 = convert_weights<bf16>(w);
+    save_prism_checkpoint(w16, dir.path());
+    const auto ckpt = io::Checkpoint::open(dir.path());
+    CHECK(ckpt.get("transformer.h.0.mlp.c_fc.weight").dtype == DType::bf16);
+    CHECK(ckpt.get("transformer.h.0.mlp.c_fc.bias").dtype == DType::f32);
+    CHECK(ckpt.get("transformer.h.1.attn.lambda_q").dtype == DType::f32);
+    const auto as16 = load_prism_checkpoint<Tiny, bf16>(dir.path());
+    const auto as32 = load_prism_checkpoint<Tiny>(dir.path());
+    for (std::size_t i = 0; i < w.layers[0].c_fc_weight.size(); i += 97) {
+        CHECK(as16.layers[0].c_fc_weight[i].bits == w16.layers[0].c_fc_weight[i].bits);
+        CHECK(as32.layers[0].c_fc_weight[i] == bf16::from_float(w.layers[0].c_fc_weight[i]).to_float());
+    }
+    CHECK(as32.layers[1].lambda == w.layers[1].lambda);
+    // The bf16 model computes in fp32 from the rounded values: the fp32 model of
+    // the same values, up to the summation order of its widened-panel products.
+    PrismModel<Tiny, bf16> m16(as16);
+    CHECK(testing::relative_error(m16.forward(probe_tokens), logits_of(as32, probe_tokens)) < 1e-5);
 }
 
 TEST_CASE("lm_head.weight is optional, may stand in for wte, and must equal wte when both exist") {
@@ -105,18 +125,17 @@ TEST_CASE("lm_head.weight is optional, may stand in for wte, and must equal wte 
     const auto want = logits_of(w, probe_tokens);
     {
         TempDir dir;  // both names, same values (a tied nanoGPT state dict)
-        io::save_prism_checkpoint(w, dir.path(), DType::f32, /*write_lm_head=*/true);
-        CHECK(logits_of(io::load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == want);
+        save_prism_checkpoint(w, dir.path(), 0, /*write_lm_head=*/true);
+        CHECK(io::Checkpoint::open(dir.path()).contains("lm_head.weight"));
+        CHECK(logits_of(load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == want);
     }
     {
         TempDir dir;  // only lm_head.weight: an exporter that kept one name of the shared tensor
-        write_custom(dir, w, [](const NamedTensor<const float>& t, io::SafetensorsWriter& wr) {
-            if (t.name == "transformer.wte.weight")
-                wr.add<float>("lm_head.weight", t.shape, std::span<const float>(t.data, std::size_t(t.size())));
-            else
-                add_as_is(t, wr);
+        write_custom(dir, w, [](const Named& t, io::SafetensorsWriter& wr) {
+            if (t.name == "transformer.wte.weight") wr.add<float>("lm_head.weight", t.shape, t.values);
+            else add_as_is(t, wr);
         });
-        CHECK(logits_of(io::load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == want);
+        CHECK(logits_of(load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == want);
     }
     {
         TempDir dir;  // an untied head cannot be represented
@@ -126,7 +145,8 @@ TEST_CASE("lm_head.weight is optional, may stand in for wte, and must equal wte 
             wr.add<float>("lm_head.weight", {Tiny::vocab, Tiny::hidden}, std::vector<float>(head.begin(), head.end()));
         });
         const auto msg = load_error(dir);
-        CHECK(msg.find("lm_head.weight differs from transformer.wte.weight in 1 of 3232 elements") != std::string::npos);
+        CHECK(msg.find("lm_head.weight differs from transformer.wte.weight in 1 of 3232 elements (first at 7)") !=
+              std::string::npos);
     }
 }
 
@@ -141,17 +161,17 @@ TEST_CASE("the causal mask buffers attn.bias are ignored") {
         for (int l = 0; l < Tiny::layers; ++l)
             wr.add<float>("transformer.h." + std::to_string(l) + ".attn.bias", {1, 1, b, b}, mask);
     });
-    CHECK(logits_of(io::load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == logits_of(w, probe_tokens));
+    CHECK(logits_of(load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == logits_of(w, probe_tokens));
 }
 
 TEST_CASE("missing, misshapen and unknown tensors are all named in one error") {
     TempDir dir;
     write_custom(
         dir, tiny_weights(6),
-        [](const NamedTensor<const float>& t, io::SafetensorsWriter& wr) {
+        [](const Named& t, io::SafetensorsWriter& wr) {
             if (t.name == "transformer.h.1.mlp.c_fc.bias") return;  // missing
             if (t.name == "transformer.h.0.attn.u_proj.weight") {   // transposed
-                wr.add<float>(t.name, {t.shape[1], t.shape[0]}, std::span<const float>(t.data, std::size_t(t.size())));
+                wr.add<float>(t.name, {t.shape[1], t.shape[0]}, t.values);
                 return;
             }
             add_as_is(t, wr);
@@ -163,18 +183,18 @@ TEST_CASE("missing, misshapen and unknown tensors are all named in one error") {
     CHECK(msg.find("tensor 'transformer.h.0.attn.u_proj.weight': expected shape [128, 32], found [32, 128]") !=
           std::string::npos);
     CHECK(msg.find("unexpected tensor 'transformer.h.2.ln_1.weight'") != std::string::npos);
-    CHECK_THROWS_AS(io::load_prism_checkpoint<Tiny>(dir.path()), ShapeError);
+    CHECK_THROWS_AS(load_prism_checkpoint<Tiny>(dir.path()), ShapeError);
 }
 
 TEST_CASE("lambda_q must be a finite scalar") {
     TempDir dir;
-    write_custom(dir, tiny_weights(7), [](const NamedTensor<const float>& t, io::SafetensorsWriter& wr) {
+    write_custom(dir, tiny_weights(7), [](const Named& t, io::SafetensorsWriter& wr) {
         if (t.name == "transformer.h.1.attn.lambda_q") wr.add<float>(t.name, {}, std::vector<float>{NAN});
         else add_as_is(t, wr);
     });
     CHECK(load_error(dir).find("transformer.h.1.attn.lambda_q is not finite") != std::string::npos);
     TempDir dir2;
-    write_custom(dir2, tiny_weights(7), [](const NamedTensor<const float>& t, io::SafetensorsWriter& wr) {
+    write_custom(dir2, tiny_weights(7), [](const Named& t, io::SafetensorsWriter& wr) {
         if (t.name == "transformer.h.0.attn.lambda_q") wr.add<float>(t.name, {2}, std::vector<float>{0.1f, 0.2f});
         else add_as_is(t, wr);
     });
@@ -184,10 +204,10 @@ TEST_CASE("lambda_q must be a finite scalar") {
 
 TEST_CASE("config.json must exist and every mismatch with the compiled configuration is named") {
     TempDir dir;
-    io::save_prism_checkpoint(tiny_weights(8), dir.path());
+    save_prism_checkpoint(tiny_weights(8), dir.path());
     std::filesystem::remove(dir / "config.json");
-    CHECK(load_error(dir).find("no config.json") != std::string::npos);
-    CHECK_THROWS_AS(io::load_prism_checkpoint<Tiny>(dir.path()), FormatError);
+    CHECK(load_error(dir).find("has no config.json") != std::string::npos);
+    CHECK_THROWS_AS(load_prism_checkpoint<Tiny>(dir.path()), FormatError);
 
     dir.write("config.json", R"({"n_layer": 2, "n_head": 4, "n_embd": 32, "vocab_size": 101, "block_size": 64,
                                  "bias": true, "prism_expansion_ratio": 2, "prism_freq_multiplier": 2.0,
@@ -197,13 +217,13 @@ TEST_CASE("config.json must exist and every mismatch with the compiled configura
     CHECK(msg.find("n_head: checkpoint 4, compiled 2") != std::string::npos);
     CHECK(msg.find("block_size: checkpoint 64, compiled 48") != std::string::npos);
     CHECK(msg.find("prism_freq_multiplier: checkpoint 2") != std::string::npos);
-    CHECK_THROWS_AS(io::load_prism_checkpoint<Tiny>(dir.path()), ShapeError);
+    CHECK_THROWS_AS(load_prism_checkpoint<Tiny>(dir.path()), ShapeError);
 }
 
 TEST_CASE("a checkpoint of another PRISM size fails on its shapes even with a matching config") {
     using Other = PrismConfig<PrismDims{.n_layer = 2, .n_head = 2, .n_embd = 16, .vocab_size = 101, .block_size = 48}>;
     TempDir dir;
-    io::save_prism_checkpoint(PrismWeights<Other>::random(9), dir.path());
+    save_prism_checkpoint(PrismWeights<Other>::random(9), dir.path());
     dir.write("config.json", io::prism_config_json<Tiny>());
     const auto msg = load_error(dir);
     CHECK(msg.find("tensor 'transformer.wte.weight': expected shape [101, 32], found [101, 16]") != std::string::npos);
@@ -214,4 +234,12 @@ TEST_CASE("a directory without model files is a clear error") {
     dir.write("config.json", io::prism_config_json<Tiny>());
     CHECK(load_error(dir).find("holds neither model.safetensors nor model.safetensors.index.json") !=
           std::string::npos);
+}
+
+TEST_CASE("a sharded checkpoint loads like a single file") {
+    TempDir dir;
+    const auto w = tiny_weights(10);
+    save_prism_checkpoint(w, dir.path(), /*max_shard_bytes=*/20000);
+    CHECK(std::filesystem::exists(dir / "model.safetensors.index.json"));
+    CHECK(logits_of(load_prism_checkpoint<Tiny>(dir.path()), probe_tokens) == logits_of(w, probe_tokens));
 }

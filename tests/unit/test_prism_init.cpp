@@ -3,9 +3,9 @@
 
 #include <cpx/cpu/orthogonal_init.hpp>
 #include <cpx/layers/prism_lambda.hpp>
+#include <cpx/models/seeded_normal.hpp>
 
 #include <cmath>
-#include <random>
 
 #include "test_support.hpp"
 
@@ -33,26 +33,26 @@ double gram_defect(const std::vector<float>& w, int rows, int cols, bool columns
 TEST_CASE("orthogonal_init gives U^T U = I within 1e-5 for PRISM's tall U") {
     // TinyPrism's [2HD, d] = [128, 32] and PRISM-mini's shape ratio [2048, 512] scaled down.
     for (auto [rows, cols] : {std::pair{128, 32}, std::pair{256, 64}, std::pair{40, 40}}) {
-        std::mt19937_64 gen(7);
+        SeededRandom rng(7);
         auto w = testing::poisoned<float>(std::size_t(rows) * cols);
-        cpu::orthogonal_init(Matrix<float>(w.data(), rows, cols), gen);
+        cpu::orthogonal_init(Matrix<float>(w.data(), rows, cols), [&] { return rng.normal(); });
         CHECK(gram_defect(w, rows, cols, true) < 1e-5);
     }
 }
 
 TEST_CASE("orthogonal_init of a wide matrix has orthonormal rows") {
-    std::mt19937_64 gen(8);
+    SeededRandom rng(8);
     auto w = testing::poisoned<float>(12 * 30);
-    cpu::orthogonal_init(Matrix<float>(w.data(), 12, 30), gen);
+    cpu::orthogonal_init(Matrix<float>(w.data(), 12, 30), [&] { return rng.normal(); });
     CHECK(gram_defect(w, 12, 30, false) < 1e-5);
 }
 
 TEST_CASE("orthogonal_init is reproducible from its seed and differs between seeds") {
     std::vector<float> a(64 * 16), b(64 * 16), c(64 * 16);
-    std::mt19937_64 g1(3), g2(3), g3(4);
-    cpu::orthogonal_init(Matrix<float>(a.data(), 64, 16), g1);
-    cpu::orthogonal_init(Matrix<float>(b.data(), 64, 16), g2);
-    cpu::orthogonal_init(Matrix<float>(c.data(), 64, 16), g3);
+    SeededRandom g1(3), g2(3), g3(4);
+    cpu::orthogonal_init(Matrix<float>(a.data(), 64, 16), [&] { return g1.normal(); });
+    cpu::orthogonal_init(Matrix<float>(b.data(), 64, 16), [&] { return g2.normal(); });
+    cpu::orthogonal_init(Matrix<float>(c.data(), 64, 16), [&] { return g3.normal(); });
     CHECK(a == b);
     CHECK(a != c);
 }

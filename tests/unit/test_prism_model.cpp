@@ -3,6 +3,7 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
+#include <cpx/models/generation.hpp>
 #include <cpx/models/prism_model.hpp>
 
 #include <random>
@@ -50,20 +51,13 @@ PrismWeights<C> test_weights(std::uint64_t seed) {
 }
 
 template <class C>
-std::vector<double> reference_logits(const PrismWeights<C>& w, const std::vector<std::int32_t>& tokens) {
+std::vector<double> reference_logits(const PrismWeights<C>& w, const std::vector<std::int64_t>& tokens) {
     return reference::prism_model<PrismAttentionOf<C>>(w, tokens, C::hidden, C::vocab, C::dims.layer_norm_eps);
 }
 
-std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+std::vector<std::int64_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
     const auto v = testing::random_ints(n, 0, vocab - 1, seed);
-    return std::vector<std::int32_t>(v.begin(), v.end());
-}
-
-template <class C>
-std::vector<float> all_logits(PrismModel<C>& m, const std::vector<std::int32_t>& tokens, index_t batch = 1) {
-    auto logits = testing::poisoned<float>(tokens.size() * C::vocab);
-    m.forward(tokens, batch, Matrix<float>(logits.data(), static_cast<index_t>(tokens.size()), C::vocab));
-    return logits;
+    return std::vector<std::int64_t>(v.begin(), v.end());
 }
 
 /// The model's logits rows [first, first + count) of a flat logits buffer.
@@ -78,7 +72,7 @@ TEST_CASE("TinyPrism logits match the double reference within 1e-4") {
     for (std::size_t t : {1u, 9u, 48u}) {
         const auto tokens = random_tokens(t, Tiny::vocab, 12 + t);
         // fp32 throughout, two layers, softmax over <= 48 keys: ~1e-6 observed.
-        CHECK_MESSAGE(testing::relative_error(all_logits(model, tokens), reference_logits(model.weights(), tokens)) < 1e-4,
+        CHECK_MESSAGE(testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens)) < 1e-4,
                       "sequence length ", t);
     }
 }
@@ -87,19 +81,100 @@ TEST_CASE("a configuration without biases (and R = 1) matches the reference") {
     PrismModel<TinyNoBias> model(test_weights<TinyNoBias>(21));
     CHECK(model.weights().ln_f_bias.empty());
     const auto tokens = random_tokens(24, TinyNoBias::vocab, 22);
-    CHECK(testing::relative_error(all_logits(model, tokens), reference_logits(model.weights(), tokens)) < 1e-4);
+    CHECK(testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens)) < 1e-4);
 }
 
-TEST_CASE("a batch of sequences gives each sequence's own logits") {
+TEST_CASE("bf16 weights compute in fp32 from the rounded values") {
+    PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(25)));
+    const auto rounded = convert_weights<float>(model.weights());  // exact: bf16 -> fp32
+    const auto tokens = random_tokens(30, Tiny::vocab, 26);
+    CHECK(testing::relative_error(model.forward(tokens), reference_logits(rounded, tokens)) < 1e-4);
+}
+
+TEST_CASE("a batch of sequences of different lengths gives each sequence its own logits") {
     PrismModel<Tiny> model(test_weights<Tiny>(31));
-    const int T = 17;
-    const auto tokens = random_tokens(3 * T, Tiny::vocab, 32);
-    const auto batched = all_logits(model, tokens, 3);
-    for (int b = 0; b < 3; ++b) {
-        const std::vector<std::int32_t> one(tokens.begin() + b * T, tokens.begin() + (b + 1) * T);
-        CHECK(testing::relative_error(rows_of(batched, b * T, T, Tiny::vocab), reference_logits(model.weights(), one)) <
-              1e-4);
+    const std::vector<std::vector<std::int64_t>> seqs{random_tokens(17, Tiny::vocab, 32),
+                                                      random_tokens(3, Tiny::vocab, 33),
+                                                      random_tokens(30, Tiny::vocab, 34)};
+    const std::vector<TokenSpan> batch(seqs.begin(), seqs.end());
+    std::vector<float> all(50 * Tiny::vocab), last(3 * Tiny::vocab);
+    model.forward(batch, LogitsAt::all, cpu::rows_of(all.data(), 50, Tiny::vocab));
+    model.forward(batch, LogitsAt::last, cpu::rows_of(last.data(), 3, Tiny::vocab));
+    std::size_t row = 0;
+    for (std::size_t b = 0; b < seqs.size(); ++b) {
+        const auto want = reference_logits(model.weights(), seqs[b]);
+        CHECK(testing::relative_error(rows_of(all, row, seqs[b].size(), Tiny::vocab), want) < 1e-4);
+        const std::vector<double> want_last(want.end() - Tiny::vocab, want.end());
+        CHECK(testing::relative_error(rows_of(last, b, 1, Tiny::vocab), want_last) < 1e-4);
+        row += seqs[b].size();
     }
+}
+
+TEST_CASE("decoding token by token through the KV cache equals the full forward pass") {
+    PrismModel<Tiny> model(test_weights<Tiny>(35));
+    const auto tokens = random_tokens(48, Tiny::vocab, 36);
+    const auto full = model.forward(tokens);
+    KVCache<Tiny> cache;
+    std::vector<float> stepwise(tokens.size() * Tiny::vocab);
+    for (std::size_t t = 0; t < tokens.size(); ++t)
+        model.extend(cache, TokenSpan(tokens).subspan(t, 1), LogitsAt::all,
+                     cpu::rows_of(stepwise.data() + t * Tiny::vocab, 1, Tiny::vocab));
+    CHECK(cache.length() == 48);
+    // Same arithmetic, different GEMM shapes (1 row vs 48): fp32 rounding only.
+    CHECK(testing::relative_error(stepwise, full) < 1e-5);
+}
+
+TEST_CASE("chunked prefill equals one-shot prefill, and decoding continues identically") {
+    PrismModel<Tiny> model(test_weights<Tiny>(37));
+    const auto tokens = random_tokens(41, Tiny::vocab, 38);
+    KVCache<Tiny> one(48), chunked(48);
+    std::vector<float> a(41 * Tiny::vocab), b(41 * Tiny::vocab);
+    model.extend(one, tokens, LogitsAt::all, cpu::rows_of(a.data(), 41, Tiny::vocab));
+    std::size_t at = 0;
+    for (std::size_t len : {7u, 1u, 16u, 17u}) {
+        model.extend(chunked, TokenSpan(tokens).subspan(at, len), LogitsAt::all,
+                     cpu::rows_of(b.data() + at * Tiny::vocab, static_cast<index_t>(len), Tiny::vocab));
+        at += len;
+    }
+    CHECK(testing::relative_error(b, a) < 1e-5);
+    const std::int64_t next = 77;
+    std::vector<float> x(Tiny::vocab), y(Tiny::vocab);
+    model.extend(one, TokenSpan(&next, 1), LogitsAt::all, cpu::rows_of(x.data(), 1, Tiny::vocab));
+    model.extend(chunked, TokenSpan(&next, 1), LogitsAt::all, cpu::rows_of(y.data(), 1, Tiny::vocab));
+    CHECK(testing::relative_error(x, y) < 1e-5);
+}
+
+TEST_CASE("batched decode of sequences at different offsets equals decoding each alone") {
+    PrismModel<Tiny> model(test_weights<Tiny>(39));
+    const auto p0 = random_tokens(5, Tiny::vocab, 40), p1 = random_tokens(23, Tiny::vocab, 41);
+    KVCache<Tiny> a(32), b(32), a_alone(32), b_alone(32);
+    std::vector<float> none;
+    for (auto [cache, prompt] : {std::pair{&a, &p0}, std::pair{&b, &p1}, std::pair{&a_alone, &p0},
+                                 std::pair{&b_alone, &p1}})
+        model.extend(*cache, *prompt, LogitsAt::none, cpu::rows_of(none.data(), 0, Tiny::vocab));
+    KVCache<Tiny>* caches[] = {&a, &b};
+    const std::int64_t next[] = {3, 99};
+    std::vector<float> both(2 * Tiny::vocab), x(Tiny::vocab), y(Tiny::vocab);
+    model.decode(caches, next, cpu::rows_of(both.data(), 2, Tiny::vocab));
+    model.extend(a_alone, TokenSpan(&next[0], 1), LogitsAt::all, cpu::rows_of(x.data(), 1, Tiny::vocab));
+    model.extend(b_alone, TokenSpan(&next[1], 1), LogitsAt::all, cpu::rows_of(y.data(), 1, Tiny::vocab));
+    CHECK(testing::relative_error(rows_of(both, 0, 1, Tiny::vocab), x) < 1e-5);
+    CHECK(testing::relative_error(rows_of(both, 1, 1, Tiny::vocab), y) < 1e-5);
+}
+
+TEST_CASE("a bf16 KV cache stays close to the fp32 model") {
+    const auto w = test_weights<Tiny>(43);
+    PrismModel<Tiny> exact(w);
+    PrismModel<Tiny, float, bf16> compact(w);
+    const auto tokens = random_tokens(20, Tiny::vocab, 44);
+    KVCache<Tiny, float> c32(32);
+    KVCache<Tiny, bf16> c16(32);
+    std::vector<float> a(20 * Tiny::vocab), b(20 * Tiny::vocab);
+    exact.extend(c32, tokens, LogitsAt::all, cpu::rows_of(a.data(), 20, Tiny::vocab));
+    compact.extend(c16, tokens, LogitsAt::all, cpu::rows_of(b.data(), 20, Tiny::vocab));
+    // Keys and values rounded to 8 mantissa bits (2^-9 relative): logits move by ~1e-3 of their range.
+    CHECK(testing::relative_error(b, a) < 2e-2);
+    CHECK(testing::relative_error(b, a) > 0.0);
 }
 
 TEST_CASE("the spec's initialisation: N(0, 0.02), c_proj scaled by 1/sqrt(2L), U orthogonal, lambda at 0.01") {
@@ -131,32 +206,49 @@ TEST_CASE("the spec's initialisation: N(0, 0.02), c_proj scaled by 1/sqrt(2L), U
     CHECK(worst < 1e-5);
     // The enumeration holds the configuration's parameters plus one lambda per layer.
     count_t total = 0;
-    w.for_each_tensor([&](const NamedTensor<const float>& t) { total += t.size(); });
+    for (const auto& s : w.slots()) total += s.elements();
     CHECK(total - Mid::layers == parameter_count<Mid>());
 }
 
-TEST_CASE("token ids outside the vocabulary and sequences past the context are rejected with clear errors") {
+TEST_CASE("bad input gets the same clear errors as the COMPLEXITY-DEEP model") {
     PrismModel<Tiny> model(PrismWeights<Tiny>::random(41));
     std::vector<float> logits(49 * Tiny::vocab);
-    std::vector<std::int32_t> tokens{1, 2, 101, 3};
-    CHECK_THROWS_WITH_AS(model.forward(tokens, 1, Matrix<float>(logits.data(), 4, Tiny::vocab)),
-                         doctest::Contains("token id 101 at index 2 is outside the vocabulary [0, 101)"), InputError);
+    std::vector<std::int64_t> tokens{1, 2, 101, 3};
+    CHECK_THROWS_WITH_AS(model.forward(tokens),
+                         doctest::Contains("token id 101 at position 2 of sequence 0 is outside the vocabulary [0, 101)"),
+                         InputError);
     tokens[2] = -1;
-    CHECK_THROWS_AS(model.forward(tokens, 1, Matrix<float>(logits.data(), 4, Tiny::vocab)), InputError);
-    const std::vector<std::int32_t> too_long(49, 7);
-    CHECK_THROWS_WITH_AS(model.forward(too_long, 1, Matrix<float>(logits.data(), 49, Tiny::vocab)),
-                         doctest::Contains("exceed the context length (block_size) 48"), InputError);
-    const std::vector<std::int32_t> ok(4, 7);
-    CHECK_THROWS_AS(model.forward(ok, 1, Matrix<float>(logits.data(), 4, Tiny::vocab - 1)), ShapeError);
-    CHECK_THROWS_AS(model.forward(ok, 3, Matrix<float>(logits.data(), 4, Tiny::vocab)), InputError);
+    CHECK_THROWS_AS(model.forward(tokens), InputError);
+    const std::vector<std::int64_t> too_long(49, 7);
+    CHECK_THROWS_WITH_AS(model.forward(too_long),
+                         doctest::Contains("would reach position 49, past the context of 48 (block_size)"), InputError);
+    const std::vector<std::int64_t> ok(4, 7);
+    const TokenSpan batch[] = {ok};
+    CHECK_THROWS_AS(model.forward(batch, LogitsAt::all, cpu::rows_of(logits.data(), 4, Tiny::vocab - 1)), ShapeError);
+    const std::vector<std::int64_t> empty;
+    CHECK_THROWS_WITH_AS(model.forward(empty, LogitsAt::last), doctest::Contains("is empty"), InputError);
+
+    KVCache<Tiny> cache(8);
+    model.extend(cache, std::vector<std::int64_t>(6, 1), LogitsAt::none, cpu::rows_of(logits.data(), 0, Tiny::vocab));
+    CHECK_THROWS_WITH_AS(model.extend(cache, ok, LogitsAt::all, cpu::rows_of(logits.data(), 4, Tiny::vocab)),
+                         doctest::Contains("the KV cache of sequence 0 holds 8 positions; 6 cached + 4 new need 10"),
+                         InputError);
+    CHECK(cache.length() == 6);  // a rejected call leaves the cache as it was
+    KVCache<Tiny>* same[] = {&cache, &cache};
+    const std::int64_t two[] = {1, 2};
+    CHECK_THROWS_WITH_AS(model.decode(same, two, cpu::rows_of(logits.data(), 2, Tiny::vocab)),
+                         doctest::Contains("share one KV cache"), InputError);
+    CHECK_THROWS_WITH_AS(KVCache<Tiny>(49), doctest::Contains("outside [1, 48] (block_size)"), InputError);
 }
 
 TEST_CASE("the attention-distance table gets every layer's queries for each head") {
     PrismModel<Tiny> model(test_weights<Tiny>(51));
     cpu::AttentionDistance distance(Tiny::layers, 2 * Tiny::heads);
-    const auto tokens = random_tokens(2 * 20, Tiny::vocab, 52);
-    std::vector<float> logits(tokens.size() * Tiny::vocab);
-    model.forward(tokens, 2, Matrix<float>(logits.data(), 40, Tiny::vocab), &distance);
+    model.attach(distance);
+    const auto a = random_tokens(20, Tiny::vocab, 52), b = random_tokens(20, Tiny::vocab, 53);
+    const TokenSpan batch[] = {a, b};
+    std::vector<float> logits(2 * Tiny::vocab);
+    model.forward(batch, LogitsAt::last, cpu::rows_of(logits.data(), 2, Tiny::vocab));
     for (int l = 0; l < Tiny::layers; ++l)
         for (int h = 0; h < 2 * Tiny::heads; ++h) {
             CHECK(distance.queries(l, h) == 40);
@@ -164,6 +256,27 @@ TEST_CASE("the attention-distance table gets every layer's queries for each head
             CHECK(distance.mean(l, h) >= 0.0);
             CHECK(distance.mean(l, h) <= 9.5);
         }
+    model.detach_observers();
+    model.forward(batch, LogitsAt::last, cpu::rows_of(logits.data(), 2, Tiny::vocab));
+    CHECK(distance.queries(0, 0) == 40);
     cpu::AttentionDistance wrong(Tiny::layers, Tiny::heads);
-    CHECK_THROWS_AS(model.forward(tokens, 2, Matrix<float>(logits.data(), 40, Tiny::vocab), &wrong), ShapeError);
+    CHECK_THROWS_AS(model.attach(wrong), ShapeError);
+}
+
+TEST_CASE("generation (shared with COMPLEXITY-DEEP) runs on the PRISM model: greedy = argmax of full passes") {
+    PrismModel<Tiny> model(test_weights<Tiny>(61));
+    const auto prompt = random_tokens(6, Tiny::vocab, 62);
+    KVCache<Tiny> cache(32);
+    const auto out = generate(model, cache, prompt, 10);
+    REQUIRE(out.size() == 10);
+    auto seq = prompt;
+    for (std::int64_t token : out) {
+        const auto last = model.forward(seq, LogitsAt::last);
+        CHECK(token == greedy_token(last));
+        seq.push_back(token);
+    }
+    // Seeded sampling is reproducible.
+    const SamplingParams p{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .seed = 5};
+    KVCache<Tiny> c1(32), c2(32);
+    CHECK(generate(model, c1, prompt, 8, p) == generate(model, c2, prompt, 8, p));
 }

@@ -137,6 +137,13 @@ TEST_CASE("balance report counts ids and mass per expert") {
     CHECK(s.within_load_bound());
 }
 
+TEST_CASE("balance report is usable in constant expressions") {
+    constexpr BalanceSummary s = balance_summary(small_counts, greedy_small, 2);
+    static_assert(s.max_load == 14 && s.min_load == 13 && s.largest_count == 9);
+    static_assert(s.within_load_bound() && !s.counts_balanced());
+    CHECK(s.load_spread() == 1);
+}
+
 TEST_CASE("balance report flags entries outside [0, experts) instead of failing") {
     const std::vector<std::uint64_t> counts{1, 2, 3, 4};
     const BalanceSummary s = balance_summary(counts, Table{0, -1, 2, 1}, 2);

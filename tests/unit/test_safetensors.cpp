@@ -9,10 +9,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/stat.h>
 
 using cpx::DType;
 using cpx::Error;
@@ -96,6 +100,13 @@ TEST_CASE("mapping a missing file or a directory fails with an error naming the 
                          ("cannot open '" + dir.path().string() + "': it is a directory, not a file").c_str(), Error);
 }
 
+TEST_CASE("mapping a FIFO fails instead of waiting for a writer") {
+    TempDir dir;
+    const auto fifo = dir / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(MappedFile{fifo}, ("cannot open '" + fifo.string() + "': not a regular file").c_str(), Error);
+}
+
 // ------------------------------------------------------------------ reading valid files
 
 TEST_CASE("a hand-built file opens with names in header order, dtypes, shapes, bytes and metadata") {
@@ -163,6 +174,41 @@ TEST_CASE("valid dtypes the library does not compute with are listed, and readin
     std::vector<std::int64_t> ints(3);
     CHECK_THROWS_WITH_AS(cpx::io::read_tensor(*f.find("u"), std::span<std::int64_t>(ints)),
                          "tensor 'u' has dtype U8, which cannot be read as int64 (readable: I64, I32)", ShapeError);
+}
+
+TEST_CASE("a file written by the reference safetensors implementation reads back the values it was given") {
+    // tests/data/io/reference_writer.safetensors: written by the Python package safetensors 0.8.0
+    // (safetensors.serialize) from the values below, so reader and writer here are checked
+    // against an implementation other than this library's.
+    const auto ckpt = cpx::io::Checkpoint::open(std::filesystem::path(CPX_TEST_DATA_DIR) / "io" /
+                                                "reference_writer.safetensors");
+    CHECK(ckpt.names() == std::vector<std::string>{"bytes", "double", "h16", "ids", "layers.0.b16", "layers.0.w",
+                                                   "small"});
+    const auto& file = ckpt.files()[0];
+    CHECK(*file.metadata_value("format") == "pt");
+    CHECK(*file.metadata_value("producer") == "safetensors 0.8.0");
+
+    CHECK(ckpt.expect("layers.0.w", {2, 3}).dtype == DType::f32);
+    CHECK(ckpt.read_vector<float>("layers.0.w") == std::vector<float>{0.5f, -1.25f, 3.0e-8f, 65504.0f, -0.0f, 1.0e20f});
+    const auto b16 = ckpt.read_vector<cpx::bf16>("layers.0.b16");
+    const std::uint16_t b16_bits[] = {0x3f80, 0xc060, 0x3dcd, 0x7f80, 0x0001, 0x8000, 0x7fc1};
+    REQUIRE(b16.size() == 7);
+    for (std::size_t i = 0; i < 7; ++i) CHECK(b16[i].bits == b16_bits[i]);
+    CHECK(ckpt.read_vector<float>("layers.0.b16")[1] == -3.5f);
+    CHECK(ckpt.expect("h16", {5, 1}).dtype == DType::f16);
+    const auto h16 = ckpt.read_vector<float>("h16");
+    CHECK(h16[0] == 1.0f);
+    CHECK(h16[1] == 0x1p-24f);  // the smallest fp16 subnormal
+    CHECK(h16[2] == 65504.0f);
+    CHECK(h16[3] == -std::numeric_limits<float>::infinity());
+    CHECK(ckpt.read_vector<cpx::fp16>("h16")[4].bits == 0x3554);  // 0.333 rounded to fp16 (0.33300781)
+    CHECK(ckpt.read_vector<std::int64_t>("ids") ==
+          std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(), std::int64_t{1} << 40, 7});
+    CHECK(ckpt.read_vector<std::int32_t>("small") == std::vector<std::int32_t>{-5, 2147483647});
+    CHECK(ckpt.get("double").dtype_name == "F64");
+    CHECK(ckpt.get("double").shape.empty());
+    CHECK(ckpt.get("bytes").dtype_name == "U8");
+    CHECK_FALSE(ckpt.get("bytes").known_dtype());
 }
 
 // ------------------------------------------------------------------ malformed files

@@ -86,6 +86,8 @@ struct ComplexityConfig {
                   "the PRISM head dim (head_dim * expansion ratio) must be even for RoPE");
     static_assert(D.attention != AttentionKind::prism || D.prism_freq_multiplier > 0.0,
                   "prism_freq_multiplier must be positive");
+    static_assert(D.attention != AttentionKind::prism || !D.use_mu_guidance,
+                  "PRISM attention has no mu inputs (Q = K = V = x U^T): set use_mu_guidance = false");
 
     static constexpr int hidden = D.hidden_size;
     static constexpr int layers = D.num_hidden_layers;

@@ -77,6 +77,15 @@ using TinyLearnedRouter = ComplexityConfig<ComplexityDims{
     .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
     .mlp = MlpKind::learned_router, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
 
+/// Tiny COMPLEXITY-DEEP-style decoder (RMSNorm, token-routed MLP with shared
+/// expert) whose attention is PRISM's (H = 4 signal + 4 noise heads, R = 2,
+/// multiplier pi): the two architectures composed by template arguments alone.
+using TinyComplexityPrism = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 4,
+    .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = false,
+    .attention = AttentionKind::prism, .prism_expansion_ratio = 2, .prism_freq_multiplier = 3.1415926535}>;
+
 /// Tiny PRISM model.
 using TinyPrism = PrismConfig<PrismDims{
     .n_layer = 2, .n_head = 2, .n_embd = 32, .vocab_size = 101, .block_size = 48,

@@ -12,19 +12,22 @@
 
 namespace cpx::cpu {
 
-/// Weights of one GPT-2 MLP. Empty bias views mean the configuration has no biases.
+/// Weights of one GPT-2 MLP, matrices stored as W (float or bf16). Empty bias
+/// views mean the configuration has no biases.
+template <class W = float>
 struct GeluMlpWeights {
-    Matrix<const float> c_fc_weight;    ///< [width, hidden]
+    Matrix<const W> c_fc_weight;        ///< [width, hidden]
     Vector<const float> c_fc_bias;      ///< [width] or empty
-    Matrix<const float> c_proj_weight;  ///< [hidden, width]
+    Matrix<const W> c_proj_weight;      ///< [hidden, width]
     Vector<const float> c_proj_bias;    ///< [hidden] or empty
 };
 
 /// out (= or +=, per `mode`) GELU(x W_fc^T + b_fc) W_proj^T + b_proj for the
 /// rows of x; accumulating adds the MLP into a residual stream in place.
 /// `hidden` is caller-owned scratch of [rows, width]. out must not alias x.
-inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<float> hidden, Matrix<float> out,
-                     LinearScratch& scratch, Write mode = Write::overwrite) {
+template <class W>
+void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> hidden, Matrix<float> out,
+              LinearScratch& scratch, Write mode = Write::overwrite) {
     const index_t rows = x.extent(0), d = x.extent(1), width = w.c_fc_weight.extent(0);
     require<ShapeError>(w.c_fc_weight.extent(1) == d, "gelu_mlp: c_fc.weight is [", width, ", ",
                         w.c_fc_weight.extent(1), "] for inputs of width ", d);
@@ -42,7 +45,7 @@ inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<floa
     if (rows == 0) return;
 
     const Matrix<float> h_view = hidden.rows(0, rows);
-    linear<float>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
+    linear<W>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
     // Bias and GELU row by row on every thread: Eigen runs coefficient-wise
     // expressions on one thread, and the scalar erf is this layer's costliest
     // non-GEMM work.
@@ -53,7 +56,7 @@ inline void gelu_mlp(Matrix<const float> x, const GeluMlpWeights& w, Matrix<floa
         for (index_t j = 0; j < width; ++j) h[j] = gelu_erf(b_fc ? h[j] + b_fc[j] : h[j]);
     }
 
-    linear<float>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
+    linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
     if (!w.c_proj_bias.empty()) {
         const float* b = w.c_proj_bias.data();
 #pragma omp parallel for schedule(static) if (rows * d > 65536)

@@ -21,6 +21,7 @@
 #include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/rope.hpp"
 #include "cpx/cpu/row_norms.hpp"
+#include "cpx/cpu/sequence_rows.hpp"
 #include "cpx/cpu/workspace.hpp"
 
 namespace cpx::cpu {
@@ -37,16 +38,6 @@ struct MuGqaAttentionWeights {
     RowBlock<const W> o_proj;  ///< [hidden, q_width]
     const float* q_norm = nullptr;  ///< [head_dim]
     const float* k_norm = nullptr;  ///< [head_dim]
-};
-
-/// One sequence of a batch as its attention sees it: which rows of the batch
-/// are its new tokens, how many positions its cache already holds, and this
-/// layer's cache storage (head-major views; data == nullptr when the sequence
-/// runs without a cache, in which case offset is 0).
-template <class KV>
-struct SequenceRows {
-    index_t begin = 0, rows = 0, offset = 0;
-    HeadRows<KV> cache_k{}, cache_v{};
 };
 
 /// How much of each of q, k and v comes from mu: per token

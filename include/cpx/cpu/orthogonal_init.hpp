@@ -6,7 +6,7 @@
 
 #include <Eigen/Core>
 #include <Eigen/QR>
-#include <random>
+#include <type_traits>
 
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
@@ -14,18 +14,19 @@
 namespace cpx::cpu {
 
 /// Fills w with a random matrix whose columns (tall w) or rows (wide w) are
-/// orthonormal: w^T w = I for rows >= cols. The factorisation runs in double so
+/// orthonormal: w^T w = I for rows >= cols. `normal()` draws standard normal
+/// doubles (e.g. SeededRandom::normal). The factorisation runs in double so
 /// the fp32 result is orthonormal to within fp32 rounding.
-template <class Generator>
-void orthogonal_init(Matrix<float> w, Generator& gen) {
+template <class Normal>
+    requires std::is_invocable_r_v<double, Normal&>
+void orthogonal_init(Matrix<float> w, Normal&& normal) {
     const index_t rows = w.extent(0), cols = w.extent(1);
     require<ShapeError>(rows > 0 && cols > 0, "orthogonal_init: the matrix is empty ([", rows, ", ", cols, "])");
     const bool tall = rows >= cols;
     const index_t m = tall ? rows : cols, n = tall ? cols : rows;  // factor an m x n tall matrix
-    std::normal_distribution<double> normal(0.0, 1.0);
     Eigen::MatrixXd a(m, n);
     for (index_t i = 0; i < m; ++i)
-        for (index_t j = 0; j < n; ++j) a(i, j) = normal(gen);
+        for (index_t j = 0; j < n; ++j) a(i, j) = normal();
     const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
     Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
     const auto& r = qr.matrixQR();

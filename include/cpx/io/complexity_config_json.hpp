@@ -138,11 +138,6 @@ inline ComplexityJsonConfig read_complexity_config(const std::filesystem::path& 
 }
 
 namespace detail {
-template <class T>
-void put_if_into(Json& o, std::string_view key, const std::optional<T>& value) {
-    if (value) o.set(std::string(key), Json(*value));
-}
-
 constexpr std::string_view mlp_type_name(MlpKind k) {
     switch (k) {
         case MlpKind::dense_swiglu: return "swiglu";
@@ -157,55 +152,47 @@ constexpr std::string_view mlp_type_name(MlpKind k) {
 /// unset), then the alias and extension keys that are set, then `unrecognized`.
 inline Json to_json(const ComplexityJsonConfig& c) {
     Json o = Json::object();
-    auto put = [&o](std::string_view key, const auto& value) {
-        if (value) o.set(std::string(key), Json(*value));
-        else o.set(std::string(key), Json(nullptr));
-    };
-    auto put_if = [&o](std::string_view key, const auto& value) {
-        if (value) o.set(std::string(key), Json(*value));
-    };
-    put_if("model_type", c.model_type);
-    put("hidden_size", c.hidden_size);
-    put("num_hidden_layers", c.num_hidden_layers);
-    put("intermediate_size", c.intermediate_size);
-    put("vocab_size", c.vocab_size);
-    put("num_attention_heads", c.num_attention_heads);
-    put("num_key_value_heads", c.num_key_value_heads);
-    put("attention_type", c.attention_type);
-    put_if("prism_expansion_ratio", c.prism_expansion_ratio);
-    put_if("prism_freq_multiplier", c.prism_freq_multiplier);
-    put("attention_dropout", c.attention_dropout);
-    put("use_qk_norm", c.use_qk_norm);
-    put("sliding_window", c.sliding_window);
-    put("max_position_embeddings", c.max_position_embeddings);
-    put("rope_theta", c.rope_theta);
-    put("rope_type", c.rope_type);
+    set_if(o, "model_type", c.model_type);
+    set_or_null(o, "hidden_size", c.hidden_size);
+    set_or_null(o, "num_hidden_layers", c.num_hidden_layers);
+    set_or_null(o, "intermediate_size", c.intermediate_size);
+    set_or_null(o, "vocab_size", c.vocab_size);
+    set_or_null(o, "num_attention_heads", c.num_attention_heads);
+    set_or_null(o, "num_key_value_heads", c.num_key_value_heads);
+    set_or_null(o, "attention_type", c.attention_type);
+    set_if(o, "prism_expansion_ratio", c.prism_expansion_ratio);
+    set_if(o, "prism_freq_multiplier", c.prism_freq_multiplier);
+    set_or_null(o, "attention_dropout", c.attention_dropout);
+    set_or_null(o, "use_qk_norm", c.use_qk_norm);
+    set_or_null(o, "sliding_window", c.sliding_window);
+    set_or_null(o, "max_position_embeddings", c.max_position_embeddings);
+    set_or_null(o, "rope_theta", c.rope_theta);
+    set_or_null(o, "rope_type", c.rope_type);
     if (c.rope_scaling_type || c.rope_scaling_factor) {
         Json s = Json::object();
-        detail::put_if_into(s, "type", c.rope_scaling_type);
-        detail::put_if_into(s, "factor", c.rope_scaling_factor);
+        set_if(s, "type", c.rope_scaling_type);
+        set_if(s, "factor", c.rope_scaling_factor);
         o.set("rope_scaling", std::move(s));
     }
-    put("mlp_type", c.mlp_type);
-    put_if("use_token_routed_mlp", c.use_token_routed_mlp);
-    put("hidden_act", c.hidden_act);
-    put("num_experts", c.num_experts);
-    put("shared_expert", c.shared_expert);
-    put("shared_intermediate_size", c.shared_intermediate_size);
-    put("use_mu_guidance", c.use_mu_guidance);
-    put("use_mu_projection", c.use_mu_projection);
-    put("disable_mu_guidance", c.disable_mu_guidance);
-    put("norm_type", c.norm_type);
-    put("norm_eps", c.norm_eps);
-    put("tie_word_embeddings", c.tie_word_embeddings);
-    put("use_sdpa", c.use_sdpa);
-    put("use_cache", c.use_cache);
-    put("initializer_range", c.initializer_range);
-    put("extra_config", c.extra_config);
+    set_or_null(o, "mlp_type", c.mlp_type);
+    set_if(o, "use_token_routed_mlp", c.use_token_routed_mlp);
+    set_or_null(o, "hidden_act", c.hidden_act);
+    set_or_null(o, "num_experts", c.num_experts);
+    set_or_null(o, "shared_expert", c.shared_expert);
+    set_or_null(o, "shared_intermediate_size", c.shared_intermediate_size);
+    set_or_null(o, "use_mu_guidance", c.use_mu_guidance);
+    set_or_null(o, "use_mu_projection", c.use_mu_projection);
+    set_or_null(o, "disable_mu_guidance", c.disable_mu_guidance);
+    set_or_null(o, "norm_type", c.norm_type);
+    set_or_null(o, "norm_eps", c.norm_eps);
+    set_or_null(o, "tie_word_embeddings", c.tie_word_embeddings);
+    set_or_null(o, "use_sdpa", c.use_sdpa);
+    set_or_null(o, "use_cache", c.use_cache);
+    set_or_null(o, "initializer_range", c.initializer_range);
+    set_or_null(o, "extra_config", c.extra_config);
     for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
     return o;
 }
-
 
 /// The compiled configuration C as the authors' config.json would describe it.
 template <ComplexityConfigType C>

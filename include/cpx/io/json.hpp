@@ -6,6 +6,7 @@
 // such as byte offsets stay exact. Parse errors are FormatError with
 // "<source>:<line>:<column>: <what>".
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <concepts>
@@ -346,6 +347,7 @@ private:
         enter(depth);
         ++pos_;  // '{'
         Json::Object members;
+        std::vector<std::size_t> key_at;  // where each key starts, for the duplicate check
         skip_space();
         if (peek() == '}') {
             ++pos_;
@@ -354,10 +356,8 @@ private:
         while (true) {
             skip_space();
             if (peek() != '"') fail("expected a string key");
-            const std::size_t key_at = pos_;
+            key_at.push_back(pos_);
             std::string key = parse_string();
-            for (const auto& m : members)
-                if (m.first == key) fail_at(key_at, "duplicate key \"" + key + "\"");
             skip_space();
             if (peek() != ':') fail("expected ':' after an object key");
             ++pos_;
@@ -371,10 +371,27 @@ private:
             }
             if (peek() == '}') {
                 ++pos_;
+                reject_duplicates(members, key_at);
                 return Json(std::move(members));
             }
             fail(at_end() ? "unexpected end of input inside an object" : "expected ',' or '}' in an object");
         }
+    }
+
+    // Sorting keeps this O(n log n): headers are untrusted input and may hold millions of keys.
+    // Reports the earliest second occurrence of any key.
+    void reject_duplicates(const Json::Object& members, const std::vector<std::size_t>& key_at) const {
+        if (members.size() < 2) return;
+        std::vector<std::size_t> order(members.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return members[a].first != members[b].first ? members[a].first < members[b].first : a < b;
+        });
+        std::size_t first_repeat = members.size();
+        for (std::size_t i = 1; i < order.size(); ++i)
+            if (members[order[i]].first == members[order[i - 1]].first) first_repeat = std::min(first_repeat, order[i]);
+        if (first_repeat < members.size())
+            fail_at(key_at[first_repeat], "duplicate key \"" + members[first_repeat].first + "\"");
     }
 
     Json parse_array(int depth) {

@@ -88,6 +88,18 @@ private:
     }
 };
 
+/// Sets `key` of object `o` to the value of `v`, or to null when `v` is empty.
+template <class T>
+void set_or_null(Json& o, std::string_view key, const std::optional<T>& v) {
+    o.set(std::string(key), v ? Json(*v) : Json(nullptr));
+}
+
+/// Sets `key` of object `o` only when `v` holds a value.
+template <class T>
+void set_if(Json& o, std::string_view key, const std::optional<T>& v) {
+    if (v) o.set(std::string(key), Json(*v));
+}
+
 /// Throws ShapeError "<source> does not match the compiled configuration (N problems):" with one line each.
 inline void throw_config_problems(std::string_view source, const std::vector<std::string>& problems) {
     if (problems.empty()) return;

@@ -81,22 +81,19 @@ inline PrismJsonConfig read_prism_config(const std::filesystem::path& path) {
 /// The JSON object of `c` in GPTConfig's key order; keys that are unset are left out.
 inline Json to_json(const PrismJsonConfig& c) {
     Json o = Json::object();
-    auto put = [&o](std::string_view key, const auto& value) {
-        if (value) o.set(std::string(key), Json(*value));
-    };
-    put("block_size", c.block_size);
-    put("vocab_size", c.vocab_size);
-    put("n_layer", c.n_layer);
-    put("n_head", c.n_head);
-    put("n_embd", c.n_embd);
-    put("dropout", c.dropout);
-    put("bias", c.bias);
-    put("prism_expansion_ratio", c.prism_expansion_ratio);
-    put("prism_freq_multiplier", c.prism_freq_multiplier);
-    put("prism_lambda_start", c.prism_lambda_start);
-    put("prism_lambda_end", c.prism_lambda_end);
-    put("rope_theta", c.rope_theta);
-    put("layer_norm_eps", c.layer_norm_eps);
+    set_if(o, "block_size", c.block_size);
+    set_if(o, "vocab_size", c.vocab_size);
+    set_if(o, "n_layer", c.n_layer);
+    set_if(o, "n_head", c.n_head);
+    set_if(o, "n_embd", c.n_embd);
+    set_if(o, "dropout", c.dropout);
+    set_if(o, "bias", c.bias);
+    set_if(o, "prism_expansion_ratio", c.prism_expansion_ratio);
+    set_if(o, "prism_freq_multiplier", c.prism_freq_multiplier);
+    set_if(o, "prism_lambda_start", c.prism_lambda_start);
+    set_if(o, "prism_lambda_end", c.prism_lambda_end);
+    set_if(o, "rope_theta", c.rope_theta);
+    set_if(o, "layer_norm_eps", c.layer_norm_eps);
     for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
     return o;
 }

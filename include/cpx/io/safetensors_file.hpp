@@ -138,6 +138,12 @@ private:
     std::vector<std::pair<std::string, std::string>> metadata_;
     std::uint64_t data_start_ = 0;
 
+    /// Where a tensor's bytes lie in the data region, for the tiling check.
+    struct Extent {
+        std::int64_t begin, end;
+        std::size_t tensor;
+    };
+
     template <class... Parts>
     [[noreturn]] void fail(Parts&&... parts) const {
         raise<FormatError>("safetensors file '", path().string(), "': ", std::forward<Parts>(parts)...);
@@ -173,18 +179,15 @@ private:
         if (!header.is_object()) fail("header must be a JSON object, found ", header.kind_name());
 
         const std::span<const std::byte> data = all.subspan(static_cast<std::size_t>(data_start_));
-        struct Extent { std::int64_t begin, end; std::size_t tensor; };
         std::vector<Extent> extents;
         for (const auto& [name, entry] : header.as_object()) {
             if (name == "__metadata__") {
                 parse_metadata(entry);
                 continue;
             }
-            TensorInfo info = parse_entry(name, entry, data.size(), extents);
-            extents.back().tensor = tensors_.size();
-            index_.emplace(name, tensors_.size());
+            extents.push_back(parse_entry(name, entry, data.size()));
+            index_.emplace(name, extents.back().tensor);
             names_.push_back(name);
-            tensors_.push_back(std::move(info));
         }
         check_tiling(extents, data.size());
     }
@@ -198,8 +201,8 @@ private:
         }
     }
 
-    template <class Extents>
-    TensorInfo parse_entry(const std::string& name, const Json& entry, std::size_t data_size, Extents& extents) {
+    // Validates one header entry, appends its TensorInfo and returns where its bytes lie.
+    Extent parse_entry(const std::string& name, const Json& entry, std::size_t data_size) {
         if (!entry.is_object()) fail("tensor '", name, "': entry must be an object, found ", entry.kind_name());
         for (const auto& member : entry.as_object())
             if (member.first != "dtype" && member.first != "shape" && member.first != "data_offsets")
@@ -248,18 +251,17 @@ private:
                  " bytes but data_offsets [", begin, ", ", end, "] span ", end - begin);
         info.bytes = file_.bytes().subspan(static_cast<std::size_t>(data_start_) + static_cast<std::size_t>(begin),
                                            static_cast<std::size_t>(nbytes));
-        extents.push_back({begin, end, 0});
-        return info;
+        tensors_.push_back(std::move(info));
+        return {begin, end, tensors_.size() - 1};
     }
 
-    template <class Extents>
-    void check_tiling(Extents& extents, std::size_t data_size) const {
-        std::sort(extents.begin(), extents.end(), [](const auto& a, const auto& b) {
+    void check_tiling(std::vector<Extent>& extents, std::size_t data_size) const {
+        std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
             return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
         });
         std::int64_t covered = 0;
         const TensorInfo* previous = nullptr;
-        for (const auto& e : extents) {
+        for (const Extent& e : extents) {
             const TensorInfo& t = tensors_[e.tensor];
             if (e.begin < covered)
                 fail("tensors '", previous->name, "' and '", t.name, "' overlap: '", t.name, "' begins at byte ",

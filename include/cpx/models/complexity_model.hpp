@@ -4,6 +4,10 @@
 //   per layer: a = RMSNorm(h); h += Attn(a, mu); m = RMSNorm(h); h += MLP(m, t);
 //              mu = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)   (not after the last layer)
 //   logits = RMSNorm(h) . Emb^T
+// With `attention = AttentionKind::prism` in the configuration, Attn is PRISM's
+// pi-RoPE differential attention (cpu/prism_attention.hpp) and there is no mu
+// (the configuration requires use_mu_guidance = false): the same decoder with
+// the other attention front end, chosen by template arguments alone.
 // A call runs a batch of sequences of any lengths, packed row after row, so
 // every projection is one GEMM over all tokens; attention runs per sequence,
 // either over the tokens of the call alone or appended to the sequence's
@@ -21,21 +25,31 @@
 
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/error.hpp"
+#include "cpx/config/prism_attention_shape.hpp"
+#include "cpx/cpu/attention_distance.hpp"
 #include "cpx/cpu/linear.hpp"
+#include "cpx/cpu/mu_gqa_attention.hpp"
+#include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/row_norms.hpp"
 #include "cpx/cpu/workspace.hpp"
 #include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/complexity_weights.hpp"
 #include "cpx/models/kv_cache.hpp"
+#include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {
 
-/// Which positions a call returns logits for.
-enum class LogitsAt {
-    all,   ///< every input position, sequence after sequence
-    last,  ///< the last input position of each sequence
-    none,  ///< none (a prefill whose logits are not needed)
+namespace detail {
+/// The attention front end of a decoder: mu-guided GQA or PRISM's.
+template <class C, class W, class KV, bool Prism = C::attention == AttentionKind::prism>
+struct attention_layer_of {
+    using type = cpu::MuGqaAttention<C, W, KV>;
 };
+template <class C, class W, class KV>
+struct attention_layer_of<C, W, KV, true> {
+    using type = cpu::PrismAttention<PrismAttentionOf<C>, W, KV>;
+};
+}  // namespace detail
 
 template <ComplexityConfigType C, class W = float, class KV = float>
 class ComplexityModel {
@@ -43,9 +57,9 @@ public:
     using Config = C;
     using Weights = ComplexityWeights<C, W>;
     using Cache = KVCache<C, KV>;
-    using Tokens = std::span<const std::int64_t>;
+    using Tokens = TokenSpan;
 
-    explicit ComplexityModel(Weights weights) : weights_(std::move(weights)) {
+    explicit ComplexityModel(Weights weights) : weights_(std::move(weights)), attention_(make_attention()) {
         if constexpr (C::mlp == MlpKind::token_routed) routing_ = weights_.routing();
     }
 
@@ -59,18 +73,22 @@ public:
     {
         mu_contributions_ = &mu;
     }
-    void detach_observers() { expert_load_ = nullptr, mu_contributions_ = nullptr; }
+    /// PRISM attention: every layer's mean attention distance per physical head
+    /// (signal heads 0..H-1, noise heads H..2H-1).
+    void attach(cpu::AttentionDistance& distance)
+        requires(C::attention == AttentionKind::prism)
+    {
+        require<ShapeError>(distance.layers() == C::layers && distance.heads() == 2 * C::heads,
+                            "the attention-distance table must be ", C::layers, " layers x ", 2 * C::heads,
+                            " heads, it is ", distance.layers(), " x ", distance.heads());
+        distance_ = &distance;
+    }
+    void detach_observers() { expert_load_ = nullptr, mu_contributions_ = nullptr, distance_ = nullptr; }
 
     // ---- sizes
 
     /// Rows of logits a call over `batch` returns.
-    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) {
-        if (at == LogitsAt::none) return 0;
-        if (at == LogitsAt::last) return static_cast<index_t>(batch.size());
-        index_t n = 0;
-        for (const Tokens& t : batch) n += static_cast<index_t>(t.size());
-        return n;
-    }
+    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) { return cpx::logits_rows(batch, at); }
 
     /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
     /// sequences attending to up to `max_keys` positions.
@@ -138,31 +156,8 @@ private:
 
     void validate(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                   const cpu::RowBlock<float>& logits) const {
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            const Tokens& t = batch[s];
-            const index_t offset = caches.empty() ? 0 : caches[s]->length();
-            require<InputError>(!t.empty() || at != LogitsAt::last, "sequence ", s,
-                                " is empty: it has no last position to return logits for");
-            for (std::size_t i = 0; i < t.size(); ++i)
-                if (t[i] < 0 || t[i] >= C::vocab)
-                    raise<InputError>("token id ", t[i], " at position ", offset + static_cast<index_t>(i),
-                                      " of sequence ", s, " is outside the vocabulary [0, ", C::vocab, ")");
-            const index_t end = offset + static_cast<index_t>(t.size());
-            require<InputError>(end <= C::max_positions, "sequence ", s, " would reach position ", end,
-                                ", past the context of ", C::max_positions, " (max_position_embeddings)");
-            if (!caches.empty()) {
-                require<InputError>(caches[s] != nullptr, "sequence ", s, " has no KV cache");
-                require<InputError>(end <= caches[s]->capacity(), "the KV cache of sequence ", s, " holds ",
-                                    caches[s]->capacity(), " positions; ", caches[s]->length(), " cached + ",
-                                    t.size(), " new need ", end);
-                for (std::size_t o = 0; o < s; ++o)
-                    require<InputError>(caches[o] != caches[s], "sequences ", o, " and ", s,
-                                        " share one KV cache");
-            }
-        }
-        const index_t rows = logits_rows(batch, at);
-        require<ShapeError>(logits.rows == rows && logits.cols == C::vocab, "logits output is [", logits.rows, ", ",
-                            logits.cols, "], the call returns [", rows, ", ", C::vocab, "]");
+        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions,
+                                       "max_position_embeddings");
     }
 
     void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
@@ -188,10 +183,18 @@ private:
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l);
             cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
-            cpu::MuContribution* mu_obs = nullptr;
-            if constexpr (C::use_mu)
-                if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
-            attention_.forward(weights_.attention(l), x, rows_, h, mu_obs);
+            if constexpr (C::attention == AttentionKind::prism) {
+                if (distance_)
+                    attention_.forward(weights_.attention(l), x, rows_, h, cpu::Write::accumulate,
+                                       distance_->layer(l));
+                else
+                    attention_.forward(weights_.attention(l), x, rows_, h, cpu::Write::accumulate);
+            } else {
+                cpu::MuContribution* mu_obs = nullptr;
+                if constexpr (C::use_mu)
+                    if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
+                attention_.forward(weights_.attention(l), x, rows_, h, mu_obs);
+            }
             cpu::rmsnorm_rows(h, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
             std::span<index_t> counts;
             if constexpr (C::routed)
@@ -255,9 +258,15 @@ private:
                        cpu::Write::overwrite, scratch_);
     }
 
+    using Attention = typename detail::attention_layer_of<C, W, KV>::type;
+    static Attention make_attention() {
+        if constexpr (C::attention == AttentionKind::prism) return Attention(C::max_positions);
+        else return Attention();
+    }
+
     Weights weights_;
     TokenRouting routing_;
-    cpu::MuGqaAttention<C, W, KV> attention_;
+    Attention attention_;
     Mlp mlp_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> h_, x_, m_, final_;
@@ -266,6 +275,7 @@ private:
     std::vector<Tokens> batch_;
     ExpertLoad<C>* expert_load_ = nullptr;
     MuContributions<C>* mu_contributions_ = nullptr;
+    cpu::AttentionDistance* distance_ = nullptr;
 };
 
 }  // namespace cpx

@@ -12,6 +12,11 @@
 //   dense MLP         gate_up [2 I, d], down [d, I]
 // Models without mu guidance keep no mu weights: the authors' checkpoints
 // carry unused mu_to_* tensors for them, which loading skips.
+// A decoder with PRISM attention (AttentionKind::prism) holds, instead of the
+// q/k/v/o projections and QK-norms, PRISM's dictionary and noise weight under
+// the names layers.{i}.self_attn.u_proj.weight [2HD, d] and
+// layers.{i}.self_attn.lambda_q [] (the reference's names inside this model's
+// naming scheme).
 
 #include <cmath>
 #include <cstdint>
@@ -28,64 +33,19 @@
 #include "cpx/cpu/learned_router_mlp.hpp"
 #include "cpx/cpu/mu_gqa_attention.hpp"
 #include "cpx/cpu/mu_guidance.hpp"
+#include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/swiglu_mlp.hpp"
 #include "cpx/cpu/token_routed_mlp.hpp"
+#include "cpx/layers/prism_lambda.hpp"
 #include "cpx/models/seeded_normal.hpp"
+#include "cpx/models/tensor_slot.hpp"
 #include "cpx/router/token_routing.hpp"
 
 namespace cpx {
 
-/// One checkpoint tensor and where its elements live in the compute layout:
-/// element (b, r, c) of the tensor viewed as [batches, rows, cols] is at
-/// base[b * batch_stride + r * row_stride + c]. Exactly one of f32 / w is set.
-/// W is const-qualified for the slots of const weights (read only).
-template <class W>
-struct TensorSlot {
-    using Float = std::conditional_t<std::is_const_v<W>, const float, float>;
-    std::string name;
-    std::vector<std::int64_t> shape;  ///< the checkpoint's shape
-    Float* f32 = nullptr;
-    W* w = nullptr;
-    std::int64_t batches = 1, rows = 1, cols = 1, batch_stride = 0, row_stride = 0;
-    double init_std = 0.0;    ///< seeded N(0, init_std) initialisation (spec section 8) ...
-    float init_value = 0.0f;  ///< ... or this constant when init_std == 0
-
-    std::int64_t elements() const { return batches * rows * cols; }
-
-    /// Copies a tensor in checkpoint order into the compute layout.
-    void assign(std::span<const float> src) const
-        requires(!std::is_const_v<W>)
-    {
-        require<ShapeError>(static_cast<std::int64_t>(src.size()) == elements(), "tensor ", name, ": ", src.size(),
-                            " values for ", elements(), " elements");
-        std::size_t i = 0;
-        for (std::int64_t b = 0; b < batches; ++b)
-            for (std::int64_t r = 0; r < rows; ++r) {
-                const std::int64_t at = b * batch_stride + r * row_stride;
-                if (f32)
-                    for (std::int64_t c = 0; c < cols; ++c) f32[at + c] = src[i++];
-                else
-                    for (std::int64_t c = 0; c < cols; ++c) w[at + c] = from_float<std::remove_const_t<W>>(src[i++]);
-            }
-    }
-
-    /// Copies the tensor out of the compute layout, in checkpoint order.
-    void extract(std::span<float> dst) const {
-        require<ShapeError>(static_cast<std::int64_t>(dst.size()) == elements(), "tensor ", name, ": ", dst.size(),
-                            " values for ", elements(), " elements");
-        std::size_t i = 0;
-        for (std::int64_t b = 0; b < batches; ++b)
-            for (std::int64_t r = 0; r < rows; ++r) {
-                const std::int64_t at = b * batch_stride + r * row_stride;
-                for (std::int64_t c = 0; c < cols; ++c) dst[i++] = f32 ? f32[at + c] : to_float(w[at + c]);
-            }
-    }
-};
-
 /// The weights of a model with configuration C, matrices stored as W.
 template <ComplexityConfigType C, class W = float>
 struct ComplexityWeights {
-    static_assert(C::attention == AttentionKind::mu_gqa, "COMPLEXITY-DEEP weights need mu-guided GQA attention");
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "weights are stored as float or bf16");
     using Config = C;
     using weight_type = W;
@@ -106,7 +66,13 @@ struct ComplexityWeights {
         cpu::AlignedVector<W> router;              // learned router [E, d]
         cpu::AlignedVector<float> mu;              // mu_guidance.mu [d]
         cpu::AlignedVector<W> mu_proj;             // [d, d]
+        cpu::AlignedVector<W> u;                   // PRISM attention: [2HD, d]
+        float lambda = static_cast<float>(prism_lambda_start);  // PRISM attention's noise weight
     };
+
+    static constexpr bool prism = C::attention == AttentionKind::prism;
+    /// Rows of PRISM's dictionary U (2 H D; 0 for GQA models).
+    static constexpr int u_rows = prism ? 2 * C::heads * C::prism_head_dim : 0;
 
     cpu::AlignedVector<W> embed_tokens;  // [V, d]
     cpu::AlignedVector<float> norm;      // [d]
@@ -122,10 +88,14 @@ struct ComplexityWeights {
         for (Layer& l : layers) {
             l.input_layernorm.assign(d, 0.0f);
             l.post_attention_layernorm.assign(d, 0.0f);
-            l.qkv.assign(static_cast<std::size_t>(qkv_width) * input_width, W{});
-            l.o_proj.assign(static_cast<std::size_t>(d) * C::q_width, W{});
-            l.q_norm.assign(C::head_dim, 0.0f);
-            l.k_norm.assign(C::head_dim, 0.0f);
+            if constexpr (prism) {
+                l.u.assign(static_cast<std::size_t>(u_rows) * d, W{});
+            } else {
+                l.qkv.assign(static_cast<std::size_t>(qkv_width) * input_width, W{});
+                l.o_proj.assign(static_cast<std::size_t>(d) * C::q_width, W{});
+                l.q_norm.assign(C::head_dim, 0.0f);
+                l.k_norm.assign(C::head_dim, 0.0f);
+            }
             if constexpr (C::routed) {
                 l.gate_up.assign(static_cast<std::size_t>(C::experts) * d * 2 * mlp_width, W{});
                 l.down.assign(static_cast<std::size_t>(C::experts) * mlp_width * d, W{});
@@ -158,19 +128,7 @@ struct ComplexityWeights {
         return w;
     }
 
-    void initialize(std::uint64_t seed) {
-        std::vector<float> values;
-        for (const TensorSlot<W>& s : slots()) {
-            values.resize(static_cast<std::size_t>(s.elements()));
-            if (s.init_std > 0.0) {
-                SeededRandom rng(seed, s.name);
-                for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
-            } else {
-                std::fill(values.begin(), values.end(), s.init_value);
-            }
-            s.assign(values);
-        }
-    }
+    void initialize(std::uint64_t seed) { initialize_slots(slots(), seed); }
 
     /// The checkpoint tensors this model holds, in the framework's names and
     /// shapes (token_to_expert, an int64 buffer, is separate: routing()).
@@ -212,19 +170,27 @@ private:
             const std::string p = "layers." + std::to_string(i) + ".";
             vec(p + "input_layernorm.weight", {d}, l.input_layernorm.data(), d, 1.0f);
             vec(p + "post_attention_layernorm.weight", {d}, l.post_attention_layernorm.data(), d, 1.0f);
-            const std::int64_t q = C::q_width, kv = C::kv_width;
-            const std::int64_t row_k = q * input_width, row_v = (q + kv) * input_width;
-            mat(p + "self_attn.q_proj.weight", {q, d}, l.qkv.data(), 1, q, d, 0, input_width, std0);
-            mat(p + "self_attn.k_proj.weight", {kv, d}, l.qkv.data() + row_k, 1, kv, d, 0, input_width, std0);
-            mat(p + "self_attn.v_proj.weight", {kv, d}, l.qkv.data() + row_v, 1, kv, d, 0, input_width, std0);
-            mat(p + "self_attn.o_proj.weight", {d, q}, l.o_proj.data(), 1, d, q, 0, q, residual_std);
-            if constexpr (C::use_mu) {
-                mat(p + "self_attn.mu_to_q.weight", {q, d}, l.qkv.data() + d, 1, q, d, 0, input_width, std0);
-                mat(p + "self_attn.mu_to_k.weight", {kv, d}, l.qkv.data() + row_k + d, 1, kv, d, 0, input_width, std0);
-                mat(p + "self_attn.mu_to_v.weight", {kv, d}, l.qkv.data() + row_v + d, 1, kv, d, 0, input_width, std0);
+            if constexpr (prism) {
+                mat(p + "self_attn.u_proj.weight", {u_rows, d}, l.u.data(), 1, u_rows, d, 0, d, 0.0);
+                out.back().orthogonal = true;
+                vec(p + "self_attn.lambda_q", {}, &l.lambda, 1, static_cast<float>(prism_lambda_start));
+            } else {
+                const std::int64_t q = C::q_width, kv = C::kv_width;
+                const std::int64_t row_k = q * input_width, row_v = (q + kv) * input_width;
+                mat(p + "self_attn.q_proj.weight", {q, d}, l.qkv.data(), 1, q, d, 0, input_width, std0);
+                mat(p + "self_attn.k_proj.weight", {kv, d}, l.qkv.data() + row_k, 1, kv, d, 0, input_width, std0);
+                mat(p + "self_attn.v_proj.weight", {kv, d}, l.qkv.data() + row_v, 1, kv, d, 0, input_width, std0);
+                mat(p + "self_attn.o_proj.weight", {d, q}, l.o_proj.data(), 1, d, q, 0, q, residual_std);
+                if constexpr (C::use_mu) {
+                    mat(p + "self_attn.mu_to_q.weight", {q, d}, l.qkv.data() + d, 1, q, d, 0, input_width, std0);
+                    mat(p + "self_attn.mu_to_k.weight", {kv, d}, l.qkv.data() + row_k + d, 1, kv, d, 0, input_width,
+                        std0);
+                    mat(p + "self_attn.mu_to_v.weight", {kv, d}, l.qkv.data() + row_v + d, 1, kv, d, 0, input_width,
+                        std0);
+                }
+                vec(p + "self_attn.q_norm.weight", {C::head_dim}, l.q_norm.data(), C::head_dim, 1.0f);
+                vec(p + "self_attn.k_norm.weight", {C::head_dim}, l.k_norm.data(), C::head_dim, 1.0f);
             }
-            vec(p + "self_attn.q_norm.weight", {C::head_dim}, l.q_norm.data(), C::head_dim, 1.0f);
-            vec(p + "self_attn.k_norm.weight", {C::head_dim}, l.k_norm.data(), C::head_dim, 1.0f);
             const std::int64_t I = mlp_width, E = C::experts;
             if constexpr (C::routed) {
                 // Token-routed models use the framework's gate_proj_w / up_proj_w / down_proj_w;
@@ -269,10 +235,16 @@ public:
         return TokenRouting(token_to_expert, C::experts);
     }
 
-    cpu::MuGqaAttentionWeights<C, W> attention(int i) const {
+    /// The attention weights of layer i: MuGqaAttentionWeights, or
+    /// PrismAttentionWeights for a decoder with PRISM attention.
+    auto attention(int i) const {
         const Layer& l = layers[static_cast<std::size_t>(i)];
-        return {cpu::rows_of<const W>(l.qkv.data(), qkv_width, input_width),
-                cpu::rows_of<const W>(l.o_proj.data(), d, C::q_width), l.q_norm.data(), l.k_norm.data()};
+        if constexpr (prism)
+            return cpu::PrismAttentionWeights<W>{Matrix<const W>(l.u.data(), u_rows, d), l.lambda};
+        else
+            return cpu::MuGqaAttentionWeights<C, W>{cpu::rows_of<const W>(l.qkv.data(), qkv_width, input_width),
+                                                    cpu::rows_of<const W>(l.o_proj.data(), d, C::q_width),
+                                                    l.q_norm.data(), l.k_norm.data()};
     }
     cpu::ExpertWeights<W> experts(int i) const {
         const Layer& l = layers[static_cast<std::size_t>(i)];
@@ -315,11 +287,15 @@ ComplexityWeights<C, To> convert_weights(const ComplexityWeights<C, From>& from)
     ComplexityWeights<C, To> to;
     const auto src = from.slots();
     const auto dst = to.slots();
-    std::vector<float> values;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-        values.resize(static_cast<std::size_t>(src[i].elements()));
-        src[i].extract(values);
-        dst[i].assign(values);
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            values.resize(static_cast<std::size_t>(src[i].elements()));
+            src[i].extract(values);
+            dst[i].assign(values);
+        }
     }
     to.token_to_expert = from.token_to_expert;
     return to;

@@ -15,6 +15,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/strided.hpp"
 #include "cpx/models/seeded_normal.hpp"
+#include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {
 

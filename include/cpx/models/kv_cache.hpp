@@ -1,12 +1,15 @@
 #pragma once
-// The key/value cache of one sequence, owned by the caller. Keys are stored
-// after QK-norm and RoPE, values as projected (spec section 4.4), for every
-// layer, head-major ([layer][kv head][position][head_dim]) so that attention
-// streams each head's keys contiguously. Storage is fp32 or bf16.
+// The key/value cache of one sequence, owned by the caller, for either model:
+// COMPLEXITY-DEEP stores keys after QK-norm and RoPE and values as projected
+// (spec section 4.4), one entry per KV head; PRISM stores the rotated and the
+// unrotated projection of each of its 2H signal and noise heads. Every layer
+// is head-major ([layer][head][position][head_dim]) so that attention streams
+// each head's keys contiguously. Storage is fp32 or bf16.
 
 #include <cstdint>
 
 #include "cpx/config/complexity_config.hpp"
+#include "cpx/config/prism_config.hpp"
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
@@ -14,18 +17,49 @@
 
 namespace cpx {
 
-template <ComplexityConfigType C, class KV = float>
+/// What one layer of a model's cache holds per position, and the context.
+template <class C> struct KVCacheShape;
+
+template <ComplexityDims D>
+struct KVCacheShape<ComplexityConfig<D>> {
+    using C = ComplexityConfig<D>;
+    static constexpr bool prism = C::attention == AttentionKind::prism;
+    static constexpr int layers = C::layers;
+    static constexpr int heads = prism ? 2 * C::heads : C::kv_heads;
+    static constexpr int head_dim = prism ? C::prism_head_dim : C::head_dim;
+    static constexpr index_t max_positions = C::max_positions;
+    static constexpr const char* context_name = "max_position_embeddings";
+};
+
+template <PrismDims D>
+struct KVCacheShape<PrismConfig<D>> {
+    using C = PrismConfig<D>;
+    static constexpr int layers = C::layers;
+    static constexpr int heads = 2 * C::heads;  ///< signal heads, then noise heads
+    static constexpr int head_dim = C::head_dim;
+    static constexpr index_t max_positions = C::max_positions;
+    static constexpr const char* context_name = "block_size";
+};
+
+/// A configuration whose model keeps a KV cache.
+template <class C>
+concept KVCacheConfig = requires { KVCacheShape<C>::heads; };
+
+template <KVCacheConfig C, class KV = float>
 class KVCache {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "the KV cache stores float or bf16");
+
+    using Shape = KVCacheShape<C>;
+    static constexpr index_t layer_width = static_cast<index_t>(Shape::heads) * Shape::head_dim;
 
 public:
     using value_type = KV;
 
     /// Room for `capacity` positions (at most the configuration's context).
-    explicit KVCache(index_t capacity = C::max_positions) : capacity_(capacity) {
-        require<InputError>(capacity > 0 && capacity <= C::max_positions, "KV cache: capacity ", capacity,
-                            " outside [1, ", C::max_positions, "] (max_position_embeddings)");
-        const std::size_t n = static_cast<std::size_t>(C::layers) * C::kv_width * static_cast<std::size_t>(capacity);
+    explicit KVCache(index_t capacity = Shape::max_positions) : capacity_(capacity) {
+        require<InputError>(capacity > 0 && capacity <= Shape::max_positions, "KV cache: capacity ", capacity,
+                            " outside [1, ", Shape::max_positions, "] (", Shape::context_name, ")");
+        const std::size_t n = static_cast<std::size_t>(Shape::layers * layer_width) * static_cast<std::size_t>(capacity);
         keys_.assign(n, KV{});
         values_.assign(n, KV{});
     }
@@ -44,7 +78,7 @@ public:
         length_ = n;
     }
 
-    /// This layer's keys / values as [capacity] rows of kv heads.
+    /// This layer's keys / values as [capacity] rows of the cached heads.
     cpu::HeadRows<KV> keys(int layer) { return view(keys_.data(), layer); }
     cpu::HeadRows<KV> values(int layer) { return view(values_.data(), layer); }
     cpu::HeadRows<const KV> keys(int layer) const { return view(keys_.data(), layer); }
@@ -62,9 +96,9 @@ public:
 private:
     template <class T>
     cpu::HeadRows<T> view(T* base, int layer) const {
-        require<InputError>(layer >= 0 && layer < C::layers, "KV cache: no layer ", layer);
-        T* data = base + static_cast<std::size_t>(layer) * C::kv_width * static_cast<std::size_t>(capacity_);
-        return {data, capacity_, C::kv_heads, C::head_dim, C::head_dim, capacity_ * C::head_dim};
+        require<InputError>(layer >= 0 && layer < Shape::layers, "KV cache: no layer ", layer);
+        T* data = base + static_cast<std::size_t>(layer * layer_width) * static_cast<std::size_t>(capacity_);
+        return {data, capacity_, Shape::heads, Shape::head_dim, Shape::head_dim, capacity_ * Shape::head_dim};
     }
 
     cpu::AlignedVector<KV> keys_, values_;

@@ -4,169 +4,212 @@
 //     x = wte[token] + wpe[position]
 //     per block: x += PrismAttention(LN_1(x));  x += MLP(LN_2(x))
 //     logits = LN_f(x) wte^T                     (lm_head tied to wte)
-// A call processes a batch of sequence chunks (cpu/sequence_chunk.hpp): whole
-// sequences, prefill chunks or single decode tokens, each at its own position
-// offset and, when it has one, with its sequence's key/value cache.
+// Its calls are those of the COMPLEXITY-DEEP model (models/sequence_batch.hpp,
+// models/kv_cache.hpp): a batch of sequences of any lengths, packed row after
+// row so every product is one GEMM over all tokens, each sequence either on
+// its own (from position 0) or appended to its KV cache (prefill, chunked
+// prefill, decode). Generation and sampling work on either model.
+//
+// A model object owns its workspaces and is not for concurrent use from
+// several threads (each call is itself multi-threaded).
 
-#include <Eigen/Core>
-
+#include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
 
 #include "cpx/config/prism_attention_shape.hpp"
 #include "cpx/config/prism_config.hpp"
 #include "cpx/core/error.hpp"
-#include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/attention_distance.hpp"
 #include "cpx/cpu/gelu_mlp.hpp"
 #include "cpx/cpu/layernorm.hpp"
 #include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/prism_attention.hpp"
-#include "cpx/cpu/sequence_chunk.hpp"
+#include "cpx/cpu/sequence_rows.hpp"
+#include "cpx/cpu/workspace.hpp"
+#include "cpx/models/kv_cache.hpp"
 #include "cpx/models/prism_weights.hpp"
+#include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {
 
-/// Which rows of a call get logits.
-enum class LogitRows {
-    all,            ///< every input row (training-style evaluation, tests)
-    last_of_chunk,  ///< the last row of each chunk (prefill and decode: the next-token distribution)
-};
-
-template <PrismConfigType C>
+/// The model with matrices stored as W and keys/values cached as KV (each
+/// float or bf16; arithmetic is fp32), like ComplexityModel<C, W, KV>.
+template <PrismConfigType C, class W = float, class KV = float>
 class PrismModel {
 public:
     using Config = C;
+    using Weights = PrismWeights<C, W>;
+    using Cache = KVCache<C, KV>;
+    using Tokens = TokenSpan;
     using Attention = PrismAttentionOf<C>;
-    static constexpr index_t d = C::hidden, vocab = C::vocab, context = C::max_positions;
-    static constexpr int layers = C::layers;
 
-    explicit PrismModel(PrismWeights<C> weights) : weights_(std::move(weights)), attention_(context) {}
+    explicit PrismModel(Weights weights) : weights_(std::move(weights)), attention_(C::max_positions) {}
 
-    const PrismWeights<C>& weights() const { return weights_; }
-    /// Mutable access, e.g. to set each layer's lambda for a training-time schedule.
-    PrismWeights<C>& weights() { return weights_; }
+    const Weights& weights() const { return weights_; }
+    /// Mutable access, e.g. to set each layer's lambda along a training-time schedule.
+    Weights& weights() { return weights_; }
 
-    /// Logits of every position of `batch` sequences of equal length starting at
-    /// position 0: tokens [batch, T] row-major, logits [batch * T, vocab].
-    /// `distance`, when given, accumulates each layer's mean attention distance.
-    void forward(std::span<const std::int32_t> tokens, index_t batch, Matrix<float> logits,
-                 cpu::AttentionDistance* distance = nullptr) {
-        require<InputError>(batch > 0 && static_cast<index_t>(tokens.size()) % batch == 0, "PRISM forward: ",
-                            tokens.size(), " tokens do not split into ", batch, " sequences of equal length");
-        const index_t t = static_cast<index_t>(tokens.size()) / batch;
-        std::vector<cpu::SequenceChunk<float>> chunks;
-        for (index_t b = 0; b < batch; ++b) chunks.push_back({b * t, t, 0, {}});
-        run<float>(tokens, chunks, [](std::size_t, int) { return std::optional<cpu::LayerKv<float>>{}; }, logits,
-                   LogitRows::all, distance);
+    // ---- observers
+
+    /// Accumulates every layer's mean attention distance per physical head
+    /// (signal heads 0..H-1, noise heads H..2H-1) over the calls that follow.
+    void attach(cpu::AttentionDistance& distance) {
+        require<ShapeError>(distance.layers() == C::layers && distance.heads() == 2 * C::heads,
+                            "PRISM: the attention-distance table must be ", C::layers, " layers x ", 2 * C::heads,
+                            " heads, it is ", distance.layers(), " x ", distance.heads());
+        distance_ = &distance;
+    }
+    void detach_observers() { distance_ = nullptr; }
+
+    // ---- sizes
+
+    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) { return cpx::logits_rows(batch, at); }
+
+    /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
+    /// sequences attending to up to `max_keys` positions.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        attention_.reserve(rows, sequences, max_keys);
+        cpu::grow(x_, static_cast<std::size_t>(rows * C::hidden));
+        cpu::grow(normed_, static_cast<std::size_t>(rows * C::hidden));
+        cpu::grow(hidden_, static_cast<std::size_t>(rows * C::mlp_width));
+        rows_.reserve(static_cast<std::size_t>(sequences));
     }
 
-    /// The general call. chunks[c] covers rows [first_row, first_row + rows) of
-    /// `tokens` at positions [offset, offset + rows); layer_kv(c, layer) returns
-    /// that chunk's cache rows for the layer (std::nullopt: attend within the
-    /// chunk, which must then start at position 0). logits has one row per input
-    /// row (LogitRows::all) or per chunk (LogitRows::last_of_chunk).
-    template <class KV, class LayerKvOf>
-    void run(std::span<const std::int32_t> tokens, std::span<const cpu::SequenceChunk<KV>> chunks,
-             LayerKvOf&& layer_kv, Matrix<float> logits, LogitRows which, cpu::AttentionDistance* distance = nullptr) {
-        const index_t n = static_cast<index_t>(tokens.size());
-        check_inputs(tokens, chunks, logits, which, distance);
-        if (n == 0) return;
-        reserve(n);
-        const Matrix<float> x(x_.data(), n, d), normed(normed_.data(), n, d);
-        const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
+    // ---- calls without a cache
 
-        embed(tokens, chunks, x);
-        std::vector<cpu::SequenceChunk<KV>> layer_chunks(chunks.begin(), chunks.end());
-        for (int l = 0; l < layers; ++l) {
-            const auto& w = weights_.layers[static_cast<std::size_t>(l)];
-            for (std::size_t c = 0; c < chunks.size(); ++c) layer_chunks[c].cache = layer_kv(c, l);
-            cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
-            if (distance)
-                attention_.template forward<KV>(normed, w.attention(), layer_chunks, x, attention_scratch_,
-                                                cpu::Write::accumulate, distance->layer(l));
-            else
-                attention_.template forward<KV>(normed, w.attention(), layer_chunks, x, attention_scratch_,
-                                                cpu::Write::accumulate);
-            cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
-            cpu::gelu_mlp(normed, w.mlp(), hidden, x, linear_scratch_, cpu::Write::accumulate);
-        }
-        head(x, chunks, logits, which);
+    /// Logits of a batch of independent sequences, each starting at position 0.
+    /// logits: [logits_rows(batch, at), vocab].
+    void forward(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& logits) {
+        run(batch, std::span<Cache* const>{}, at, logits);
+    }
+
+    /// Logits of one sequence (all positions or the last), in a new vector.
+    std::vector<float> forward(Tokens tokens, LogitsAt at = LogitsAt::all) {
+        const Tokens batch[] = {tokens};
+        std::vector<float> out(static_cast<std::size_t>(logits_rows(batch, at)) * C::vocab);
+        forward(batch, at, cpu::rows_of(out.data(), logits_rows(batch, at), C::vocab));
+        return out;
+    }
+
+    // ---- calls through caches
+
+    /// Appends each sequence's tokens to its cache (prefill when the cache is
+    /// empty, chunked prefill otherwise, decode for one token) and returns the
+    /// logits of the new positions.
+    void extend(std::span<Cache* const> caches, std::span<const Tokens> batch, LogitsAt at,
+                const cpu::RowBlock<float>& logits) {
+        require<InputError>(caches.size() == batch.size(), "extend: ", caches.size(), " caches for ", batch.size(),
+                            " sequences");
+        run(batch, caches, at, logits);
+    }
+
+    void extend(Cache& cache, Tokens tokens, LogitsAt at, const cpu::RowBlock<float>& logits) {
+        Cache* caches[] = {&cache};
+        const Tokens batch[] = {tokens};
+        extend(caches, batch, at, logits);
+    }
+
+    /// One decode step for each sequence: next[i] appended to caches[i];
+    /// logits: [caches.size(), vocab].
+    void decode(std::span<Cache* const> caches, Tokens next, const cpu::RowBlock<float>& logits) {
+        require<InputError>(caches.size() == next.size(), "decode: ", next.size(), " tokens for ", caches.size(),
+                            " caches");
+        batch_.resize(next.size());
+        for (std::size_t i = 0; i < next.size(); ++i) batch_[i] = next.subspan(i, 1);
+        run(batch_, caches, LogitsAt::all, logits);
     }
 
 private:
-    template <class KV>
-    void check_inputs(std::span<const std::int32_t> tokens, std::span<const cpu::SequenceChunk<KV>> chunks,
-                      Matrix<float> logits, LogitRows which, cpu::AttentionDistance* distance) const {
-        const index_t n = static_cast<index_t>(tokens.size());
-        for (index_t i = 0; i < n; ++i)
-            require<InputError>(tokens[i] >= 0 && tokens[i] < vocab, "PRISM: token id ", tokens[i], " at index ", i,
-                                " is outside the vocabulary [0, ", vocab, ")");
-        index_t covered = 0;
-        for (const auto& c : chunks) {
-            require<ShapeError>(c.first_row == covered && c.rows >= 1, "PRISM: chunks must cover the ", n,
-                                " input rows in order, without gaps or empty chunks (chunk at row ", c.first_row,
-                                " with ", c.rows, " rows)");
-            require<InputError>(c.offset >= 0 && c.offset + c.rows <= context, "PRISM: positions [", c.offset, ", ",
-                                c.offset + c.rows, ") exceed the context length (block_size) ", context);
-            covered += c.rows;
+    void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+             const cpu::RowBlock<float>& logits) {
+        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions, "block_size");
+        index_t n = 0, max_keys = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            n += static_cast<index_t>(batch[s].size());
+            max_keys =
+                std::max(max_keys, caches.empty() ? static_cast<index_t>(batch[s].size()) : caches[s]->capacity());
         }
-        require<ShapeError>(covered == n, "PRISM: chunks cover ", covered, " rows of ", n, " tokens");
-        const index_t want_rows = which == LogitRows::all ? n : static_cast<index_t>(chunks.size());
-        require<ShapeError>(logits.extent(0) == want_rows && logits.extent(1) == vocab, "PRISM: logits are [",
-                            logits.extent(0), ", ", logits.extent(1), "], expected [", want_rows, ", ", vocab, "]");
-        require<ShapeError>(!distance || (distance->layers() == layers && distance->heads() == 2 * C::heads),
-                            "PRISM: the attention-distance table must be ", layers, " layers x ", 2 * C::heads,
-                            " heads");
+        reserve(n, static_cast<index_t>(batch.size()), max_keys);
+        if (n == 0) return;
+
+        const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
+        const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
+        embed(batch, caches, x);
+        for (int l = 0; l < C::layers; ++l) {
+            const auto& w = weights_.layers[static_cast<std::size_t>(l)];
+            describe_sequences(batch, caches, l);
+            cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
+            if (distance_)
+                attention_.forward(w.attention(), cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                                   cpu::Write::accumulate, distance_->layer(l));
+            else
+                attention_.forward(w.attention(), cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                                   cpu::Write::accumulate);
+            cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
+            cpu::gelu_mlp(normed, w.mlp(), hidden, x, scratch_, cpu::Write::accumulate);
+        }
+        for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
+        head(batch, at, x, logits);
     }
 
-    void reserve(index_t n) {
-        const auto rows = static_cast<std::size_t>(n);
-        if (x_.size() >= rows * d) return;
-        x_.resize(rows * d);
-        normed_.resize(rows * d);
-        hidden_.resize(rows * C::mlp_width);
-    }
-
-    template <class KV>
-    void embed(std::span<const std::int32_t> tokens, std::span<const cpu::SequenceChunk<KV>> chunks,
-               Matrix<float> x) const {
-        for (const auto& c : chunks)
-            for (index_t r = 0; r < c.rows; ++r) {
-                const index_t row = c.first_row + r;
-                const float* te = weights_.wte.data() + static_cast<index_t>(tokens[row]) * d;
-                const float* pe = weights_.wpe.data() + (c.offset + r) * d;
-                float* xr = x.data() + row * d;
-                for (index_t i = 0; i < d; ++i) xr[i] = te[i] + pe[i];
+    void embed(std::span<const Tokens> batch, std::span<Cache* const> caches, Matrix<float> x) const {
+        index_t row = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            const index_t offset = caches.empty() ? 0 : caches[s]->length();
+            for (std::size_t i = 0; i < batch[s].size(); ++i, ++row) {
+                const W* te = weights_.wte.data() + batch[s][i] * C::hidden;
+                const W* pe = weights_.wpe.data() + (offset + static_cast<index_t>(i)) * C::hidden;
+                float* xr = x.data() + row * C::hidden;
+                for (int c = 0; c < C::hidden; ++c) xr[c] = to_float(te[c]) + to_float(pe[c]);
             }
+        }
+    }
+
+    void describe_sequences(std::span<const Tokens> batch, std::span<Cache* const> caches, int layer) {
+        rows_.clear();
+        index_t begin = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            cpu::SequenceRows<KV> r;
+            r.begin = begin;
+            r.rows = static_cast<index_t>(batch[s].size());
+            if (!caches.empty()) {
+                r.offset = caches[s]->length();
+                r.cache_k = caches[s]->keys(layer);
+                r.cache_v = caches[s]->values(layer);
+            }
+            rows_.push_back(r);
+            begin += r.rows;
+        }
     }
 
     /// LN_f and the tied head on the rows that get logits.
-    template <class KV>
-    void head(Matrix<float> x, std::span<const cpu::SequenceChunk<KV>> chunks, Matrix<float> logits, LogitRows which) {
+    void head(std::span<const Tokens> batch, LogitsAt at, Matrix<float> x, const cpu::RowBlock<float>& logits) {
+        if (at == LogitsAt::none) return;
         Matrix<float> rows = x;
-        if (which == LogitRows::last_of_chunk) {
-            // Gather each chunk's last row to the front (rows only move upwards).
-            for (std::size_t c = 0; c < chunks.size(); ++c) {
-                const index_t src = chunks[c].first_row + chunks[c].rows - 1;
-                if (src != static_cast<index_t>(c))
-                    std::copy_n(x.data() + src * d, d, x.data() + static_cast<index_t>(c) * d);
+        if (at == LogitsAt::last) {
+            // Each sequence's last row moves to the front; rows only move up, so none is overwritten early.
+            index_t end = 0;
+            for (std::size_t s = 0; s < batch.size(); ++s) {
+                end += static_cast<index_t>(batch[s].size());
+                if (end - 1 != static_cast<index_t>(s))
+                    std::copy_n(x.data() + (end - 1) * C::hidden, C::hidden, x.data() + s * C::hidden);
             }
-            rows = x.rows(0, static_cast<index_t>(chunks.size()));
+            rows = x.rows(0, static_cast<index_t>(batch.size()));
         }
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
-        cpu::linear<float>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const float>(weights_.wte.data(), vocab, d),
-                           cpu::rows_of(logits), cpu::Write::overwrite, linear_scratch_);
+        cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
+                       logits, cpu::Write::overwrite, scratch_);
     }
 
-    PrismWeights<C> weights_;
-    cpu::PrismAttention<Attention> attention_;
-    cpu::PrismAttentionScratch attention_scratch_;
-    cpu::LinearScratch linear_scratch_;
+    Weights weights_;
+    cpu::PrismAttention<Attention, W, KV> attention_;
+    cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;
+    std::vector<cpu::SequenceRows<KV>> rows_;
+    std::vector<Tokens> batch_;
+    cpu::AttentionDistance* distance_ = nullptr;
 };
 
 }  // namespace cpx

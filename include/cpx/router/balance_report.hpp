@@ -63,17 +63,33 @@ constexpr BalanceReport balance_report(std::span<const std::uint64_t> counts,
     BalanceSummary& s = report.summary;
     s.vocab = counts.size();
     s.experts = experts;
-    s.total_load = detail::checked_total("balance report", counts);
-    for (std::size_t t = 0; t < counts.size(); ++t) {
-        if (counts[t] > s.largest_count) s.largest_count = counts[t];
-        const std::int32_t e = token_to_expert[t];
+    // One pass over raw pointers: in a constant expression every checked
+    // operator[] costs evaluation steps, and the generated check of a
+    // V = 131072 table must stay within the compilers' default limits.
+    const std::uint64_t* count = counts.data();
+    const std::int32_t* expert = token_to_expert.data();
+    std::size_t* tokens = report.tokens.data();
+    std::uint64_t* loads = report.loads.data();
+    constexpr std::uint64_t max_total = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t total = 0, largest = 0;
+    std::size_t unrouted = 0;
+    for (std::size_t t = 0, v = counts.size(); t < v; ++t) {
+        const std::uint64_t c = count[t];
+        if (c > max_total - total)
+            raise<InputError>("balance report: the counts sum past 2^64 at token ", t);
+        total += c;
+        if (c > largest) largest = c;
+        const std::int32_t e = expert[t];
         if (e < 0 || e >= experts) {
-            ++s.unrouted;
+            ++unrouted;
             continue;
         }
-        ++report.tokens[static_cast<std::size_t>(e)];
-        report.loads[static_cast<std::size_t>(e)] += counts[t];
+        ++tokens[e];
+        loads[e] += c;
     }
+    s.total_load = total;
+    s.largest_count = largest;
+    s.unrouted = unrouted;
     s.min_tokens = s.max_tokens = report.tokens[0];
     s.min_load = s.max_load = report.loads[0];
     for (std::size_t e = 1; e < n; ++e) {

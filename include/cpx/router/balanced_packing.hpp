@@ -107,7 +107,7 @@ constexpr void refine_balance_by_swaps(std::span<const std::uint64_t> counts, in
         std::int32_t id;
         constexpr bool operator<(const Item& o) const { return count != o.count ? count < o.count : id < o.id; }
     };
-    std::vector<std::vector<Item>> ids(n);  // each expert's ids by increasing (count, id)
+    std::vector<std::vector<Item>> ids(n, std::vector<Item>{});  // each expert's ids by increasing (count, id)
     std::vector<std::uint64_t> load(n, 0);
     for (std::size_t t = 0; t < counts.size(); ++t) {
         const std::int32_t e = token_to_expert[t];
@@ -118,7 +118,7 @@ constexpr void refine_balance_by_swaps(std::span<const std::uint64_t> counts, in
     }
     for (auto& list : ids) std::sort(list.begin(), list.end());
 
-    std::vector<std::size_t> by_load(n);
+    std::vector<std::size_t> by_load(n, 0);
     for (std::size_t swaps = 0; swaps < 64 * n; ++swaps) {
         for (std::size_t e = 0; e < n; ++e) by_load[e] = e;
         std::sort(by_load.begin(), by_load.end(), [&](std::size_t a, std::size_t b) {
@@ -174,7 +174,7 @@ constexpr void balanced_zipf_routing(std::span<const std::uint64_t> counts, int 
 }
 
 constexpr std::vector<std::int32_t> balanced_zipf_routing(std::span<const std::uint64_t> counts, int experts) {
-    std::vector<std::int32_t> table(counts.size());
+    std::vector<std::int32_t> table(counts.size(), 0);
     balanced_zipf_routing(counts, experts, table);
     return table;
 }

@@ -30,7 +30,7 @@ constexpr void compute_routing(RoutingAlgorithm algorithm, std::span<const std::
 
 constexpr std::vector<std::int32_t> compute_routing(RoutingAlgorithm algorithm, std::span<const std::uint64_t> counts,
                                                     int experts) {
-    std::vector<std::int32_t> table(counts.size());
+    std::vector<std::int32_t> table(counts.size(), 0);
     compute_routing(algorithm, counts, experts, table);
     return table;
 }

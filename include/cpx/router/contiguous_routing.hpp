@@ -23,7 +23,7 @@ constexpr void contiguous_routing(int experts, std::span<std::int32_t> token_to_
 }
 
 constexpr std::vector<std::int32_t> contiguous_routing(std::size_t vocab, int experts) {
-    std::vector<std::int32_t> table(vocab);
+    std::vector<std::int32_t> table(vocab, 0);
     contiguous_routing(experts, table);
     return table;
 }

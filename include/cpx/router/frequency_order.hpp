@@ -2,7 +2,9 @@
 // The order in which the frequency-aware routers visit token ids, and the
 // checks every router applies to its inputs. Everything here is constexpr:
 // the same code runs in the build-time table generator, in tests and at run
-// time (at compile time a failed check is a compile error).
+// time (at compile time a failed check is a compile error). Vectors are
+// built with an explicit fill value, `v(n, 0)`: clang 14 cannot evaluate
+// libstdc++'s value-initialising `v(n)` in a constant expression.
 
 #include <algorithm>
 #include <cstdint>
@@ -56,7 +58,7 @@ constexpr void frequency_order(std::span<const std::uint64_t> counts, std::span<
 }
 
 constexpr std::vector<std::int32_t> frequency_order(std::span<const std::uint64_t> counts) {
-    std::vector<std::int32_t> order(counts.size());
+    std::vector<std::int32_t> order(counts.size(), 0);
     frequency_order(counts, order);
     return order;
 }

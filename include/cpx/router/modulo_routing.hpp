@@ -19,7 +19,7 @@ constexpr void modulo_routing(int experts, std::span<std::int32_t> token_to_expe
 }
 
 constexpr std::vector<std::int32_t> modulo_routing(std::size_t vocab, int experts) {
-    std::vector<std::int32_t> table(vocab);
+    std::vector<std::int32_t> table(vocab, 0);
     modulo_routing(experts, table);
     return table;
 }

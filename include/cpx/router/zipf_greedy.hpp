@@ -42,7 +42,7 @@ constexpr void zipf_greedy_routing(std::span<const std::uint64_t> counts, int ex
 }
 
 constexpr std::vector<std::int32_t> zipf_greedy_routing(std::span<const std::uint64_t> counts, int experts) {
-    std::vector<std::int32_t> table(counts.size());
+    std::vector<std::int32_t> table(counts.size(), 0);
     zipf_greedy_routing(counts, experts, table);
     return table;
 }

@@ -1,0 +1,105 @@
+// Runs a COMPLEXITY-DEEP model compiled for one preset (CPX_PRESET): from a
+// checkpoint directory (model.safetensors + config.json) or from the spec's
+// seeded random initialisation; prints the generated token ids and the
+// prefill and decode rates, and optionally writes the prompt's logits.
+//
+//   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
+//                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16]
+//                           [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
+// The same binary serves a decoder with PRISM attention (TinyComplexityPrism),
+// whose --attention-distance reports signal against noise heads.
+#include <cpx/config/model_counts.hpp>
+#include <cpx/config/presets.hpp>
+#include <cpx/io/complexity_config_json.hpp>
+#include <cpx/io/npy.hpp>
+#include <cpx/models/complexity_checkpoint.hpp>
+#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/generation.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "run_common.hpp"
+
+#ifdef CPX_BUILD_ROUTING_HEADER
+#include CPX_BUILD_ROUTING_HEADER
+#endif
+
+#ifndef CPX_PRESET
+#error "define CPX_PRESET to a COMPLEXITY-DEEP type name in cpx::presets"
+#endif
+#define CPX_STR2(x) #x
+#define CPX_STR(x) CPX_STR2(x)
+
+using Config = cpx::presets::CPX_PRESET;
+
+namespace {
+
+using cpx_example::Options;
+using cpx_example::UsageError;
+
+template <class W>
+cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
+    std::span<const std::int32_t> routing;
+#ifdef CPX_BUILD_ROUTING_HEADER
+    routing = CPX_BUILD_ROUTING::token_to_expert;
+#endif
+    if (!o.checkpoint.empty()) {
+        cpx::CheckpointReport report;
+        auto w = cpx::load_complexity_checkpoint<Config, W>(o.checkpoint, &report, routing);
+        std::printf("checkpoint %s: %s routing%s\n", o.checkpoint.c_str(),
+                    report.routing_from_checkpoint ? "the checkpoint's" : "the build-time",
+                    report.prefix.empty() ? "" : ", keys prefixed 'model.'");
+        return w;
+    }
+    auto w = cpx::ComplexityWeights<Config, W>::random(o.seed);
+    if constexpr (Config::mlp == cpx::MlpKind::token_routed)
+        if (!routing.empty()) w.token_to_expert.assign(routing.begin(), routing.end());
+    std::printf("random initialisation, seed %llu\n", static_cast<unsigned long long>(o.seed));
+    return w;
+}
+
+template <class W>
+int run(const Options& o) {
+    auto weights = make_weights<W>(o);
+    if (!o.save_checkpoint.empty()) {
+        cpx::save_complexity_checkpoint(weights, o.save_checkpoint);
+        std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
+    }
+    cpx::ComplexityModel<Config, W> model(std::move(weights));
+    return cpx_example::run_model(model, o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string usage_text = cpx_example::usage("complexity_run_" CPX_STR(CPX_PRESET));
+    Options o;
+    try {
+        o = cpx_example::parse(argc, argv, usage_text);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "complexity_run: %s\n%s", e.what(), usage_text.c_str());
+        return 2;
+    }
+    if (o.print_config) {
+        std::fputs(cpx::io::complexity_config_json<Config>().c_str(), stdout);
+        return 0;
+    }
+    try {
+        std::printf("preset %s: %lld parameters, %s weights\n", CPX_STR(CPX_PRESET),
+                    static_cast<long long>(cpx::parameter_count<Config>()), o.bf16 ? "bf16" : "fp32");
+        return o.bf16 ? run<cpx::bf16>(o) : run<float>(o);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "complexity_run: %s\n", e.what());
+        return 2;
+    } catch (const cpx::Error& e) {
+        std::fprintf(stderr, "complexity_run: %s\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "complexity_run: unexpected error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,222 @@
+#pragma once
+// Fused causal attention over the KV cache, one kernel for prefill, chunked
+// prefill and decode, with grouped-query heads:
+//   out[b, i, h] = factor(h) * sum_j softmax_j(scale * q[b, i, h] . K[b, g, j]) V[b, g, j]
+//   over keys j <= start_pos[b] + i (the query's absolute position), g = h / groups.
+// Prefill is start_pos = 0; a chunk appended to a cache is start_pos = its
+// offset, with the proper offset causal mask (spec section 4.6); decode is one
+// query per sequence. factor(h) is 1, or `scaled_head_factor` for heads from
+// `scaled_head_begin` on: PRISM's noise heads get -lambda in the same launch
+// as the signal heads (their RoPE bases were chosen per head by rope_heads).
+//
+// A block serves one (sequence, KV head) and up to 16 query slots, a slot being
+// a (query, head of the group) pair, so the K/V tiles in shared memory are
+// shared by the whole GQA group. Keys stream through shared memory 32 at a
+// time (one per lane); each warp keeps 4 slots' online-softmax state (running
+// max m, normaliser l, unnormalised output o) in registers:
+//   m' = max(m, max_j s_j), o = o * e^(m - m') + sum_j e^(s_j - m') v_j, l likewise.
+// fp32 arithmetic throughout. CPU twin: the double loop in the test and the
+// CPU attention layers.
+
+#include <cmath>
+#include <cstdint>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/strided_matrix.hpp"
+#include "cpx/cuda/check.cuh"
+#include "cpx/cuda/device_status.cuh"
+#include "cpx/cuda/kv_cache.cuh"
+#include "cpx/cuda/reduce.cuh"
+
+namespace cpx::cuda {
+
+namespace kernels {
+
+inline constexpr int attention_slots = 16;    // query slots per block: 4 warps x 4
+inline constexpr int attention_keys = 32;     // keys per shared-memory tile: one per lane
+inline constexpr int attention_threads = 128;
+
+template <class T>
+struct AttentionArgs {
+    const T* q;
+    index_t q_ld;  // q of token row r = b * S + i, head h: q[r * q_ld + h * D + d]
+    KvLayer<T> cache;
+    T* out;
+    index_t out_ld;
+    int S, heads, groups;
+    const std::int32_t* start_pos;
+    float scale;
+    int scaled_head_begin;
+    float scaled_head_factor;
+    StatusView status;
+};
+
+template <int D, class T>
+__global__ void __launch_bounds__(attention_threads) causal_attention(AttentionArgs<T> a) {
+    static_assert(D % 16 == 0 && D <= 128, "head dims are multiples of 16 up to 128 (shared memory holds 48 KB)");
+    constexpr int SL = attention_slots, KT = attention_keys, DL = (D + 31) / 32, SPW = SL / 4;
+    const int b = blockIdx.z, g = blockIdx.y;
+    const int slot0 = static_cast<int>(blockIdx.x) * SL;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total_slots = a.S * a.groups;
+    const int start = a.start_pos[b];
+    const int last_slot = min(slot0 + SL, total_slots) - 1;  // slot0 < total_slots by the grid size
+
+    auto slot_row = [&](int slot) { return static_cast<index_t>(b) * a.S + slot / a.groups; };
+    auto slot_head = [&](int slot) { return g * a.groups + slot % a.groups; };
+
+    if (start < 0 || start + a.S > a.cache.capacity) {  // block-uniform: no barrier is skipped by part of it
+        for (int idx = threadIdx.x; idx < SL * D; idx += attention_threads) {
+            const int slot = slot0 + idx / D;
+            if (slot < total_slots)
+                a.out[slot_row(slot) * a.out_ld + static_cast<index_t>(slot_head(slot)) * D + idx % D] =
+                    from_float<T>(NAN);
+        }
+        if (threadIdx.x == 0) a.status.position_error(slot_row(slot0));
+        return;
+    }
+    // Keys [0, kv_end) are seen by some slot of this block: the last slot has the largest query.
+    const int kv_end = start + last_slot / a.groups + 1;
+
+    __shared__ float Qs[SL][D];
+    __shared__ float Ks[KT][D + 1];  // +1: lane j reads row j, so a column access spreads over the banks
+    __shared__ float Vs[KT][D];
+
+    for (int idx = threadIdx.x; idx < SL * D; idx += attention_threads) {
+        const int s = idx / D, d = idx % D, slot = slot0 + s;
+        Qs[s][d] = slot < total_slots
+                       ? to_float(a.q[slot_row(slot) * a.q_ld + static_cast<index_t>(slot_head(slot)) * D + d])
+                       : 0.0f;
+    }
+
+    float m[SPW], l[SPW], o[SPW][DL];
+#pragma unroll
+    for (int r = 0; r < SPW; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int t = 0; t < DL; ++t) o[r][t] = 0.0f;
+    }
+
+    const index_t head_base = (static_cast<index_t>(b) * a.cache.kv_heads + g) * a.cache.capacity * D;
+    const T* kh = a.cache.k + head_base;
+    const T* vh = a.cache.v + head_base;
+
+    for (int kv0 = 0; kv0 < kv_end; kv0 += KT) {
+        __syncthreads();  // the previous tile is consumed (and, the first time, Qs is written)
+        for (int idx = threadIdx.x; idx < KT * D; idx += attention_threads) {
+            const int j = idx / D, d = idx % D, key = kv0 + j;
+            const bool in = key < kv_end;
+            Ks[j][d] = in ? to_float(kh[static_cast<index_t>(key) * D + d]) : 0.0f;
+            Vs[j][d] = in ? to_float(vh[static_cast<index_t>(key) * D + d]) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < SPW; ++r) {
+            const int s = warp * SPW + r, slot = slot0 + s;
+            if (slot >= total_slots) continue;  // warp-uniform
+            const int qpos = start + slot / a.groups;
+            const int key = kv0 + lane;
+            float score = 0.0f;
+#pragma unroll 16
+            for (int d = 0; d < D; ++d) score = fmaf(Qs[s][d], Ks[lane][d], score);
+            const bool valid = key <= qpos;  // implies key < kv_end
+            score = valid ? score * a.scale : -INFINITY;
+            const float tile_max = warp_max(score);
+            if (tile_max == -INFINITY) continue;  // warp-uniform: no key of this tile is visible to the slot
+            const float m_new = fmaxf(m[r], tile_max);
+            const float alpha = expf(m[r] - m_new);  // m = -inf (first visible tile): e^-inf = 0
+            const float p = valid ? expf(score - m_new) : 0.0f;
+            l[r] = l[r] * alpha + warp_sum(p);
+#pragma unroll
+            for (int t = 0; t < DL; ++t) o[r][t] *= alpha;
+            for (int j = 0; j < KT; ++j) {
+                const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+                for (int t = 0; t < DL; ++t) {
+                    const int d = lane + 32 * t;
+                    if (D % 32 == 0 || d < D) o[r][t] = fmaf(pj, Vs[j][d], o[r][t]);
+                }
+            }
+            m[r] = m_new;
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < SPW; ++r) {
+        const int slot = slot0 + warp * SPW + r;
+        if (slot >= total_slots) continue;
+        const int h = slot_head(slot);
+        // l >= e^0 = 1 after the tile holding the maximum: key 0 is visible to every query.
+        const float f = (h >= a.scaled_head_begin ? a.scaled_head_factor : 1.0f) / l[r];
+        T* y = a.out + slot_row(slot) * a.out_ld + static_cast<index_t>(h) * D;
+#pragma unroll
+        for (int t = 0; t < DL; ++t) {
+            const int d = lane + 32 * t;
+            if (D % 32 == 0 || d < D) y[d] = from_float<T>(o[r][t] * f);
+        }
+    }
+}
+
+}  // namespace kernels
+
+/// Options of causal_attention beyond the shapes.
+struct AttentionOptions {
+    float scale = 0.0f;              ///< score scale; 0 means 1/sqrt(head_dim)
+    int scaled_head_begin = -1;      ///< heads from here on are multiplied by the factor; -1: none
+    float scaled_head_factor = 1.0f;
+};
+
+/// Causal attention of the `batch * S` query rows of q ([rows, heads * head_dim],
+/// row b * S + i is query i of sequence b at position start_pos[b] + i) over the
+/// cache layer, whose keys up to each query's position must already hold the
+/// sequence (kv_append the new tokens first). out: [rows, heads * head_dim].
+/// Head dims 16, 32, 64 and 128 are compiled. A sequence whose positions exceed
+/// the cache gives NaN rows and a status record.
+template <class T>
+void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads, int S,
+                      const std::int32_t* start_pos, AttentionOptions opt = {}, StatusView status = {},
+                      cudaStream_t stream = nullptr) {
+    q.validate("causal_attention queries");
+    out.validate("causal_attention output");
+    const int D = cache.head_dim;
+    require<ShapeError>(heads > 0 && heads % cache.kv_heads == 0, "causal_attention: ", heads,
+                        " query heads are not groups of the ", cache.kv_heads, " KV heads");
+    require<ShapeError>(q.cols == static_cast<index_t>(heads) * D && out.cols == q.cols && out.rows == q.rows,
+                        "causal_attention: queries [", q.rows, ", ", q.cols, "] and output [", out.rows, ", ", out.cols,
+                        "] must hold ", heads, " heads of ", D);
+    require<ShapeError>(S > 0 && q.rows % S == 0 && q.rows / S <= cache.batch, "causal_attention: ", q.rows,
+                        " rows are not whole sequences of ", S, " queries for ", cache.batch, " cache slots");
+    const int batch = static_cast<int>(q.rows / S);
+    const int groups = heads / cache.kv_heads;
+    const long long slot_blocks = (static_cast<long long>(S) * groups + kernels::attention_slots - 1) /
+                                  kernels::attention_slots;
+    require<ShapeError>(slot_blocks <= 0x7fffffff && cache.kv_heads <= 65535 && batch <= 65535,
+                        "causal_attention: the launch is too large");
+    if (batch == 0) return;
+    kernels::AttentionArgs<T> a{q.data,
+                                q.ld,
+                                cache,
+                                out.data,
+                                out.ld,
+                                S,
+                                heads,
+                                groups,
+                                start_pos,
+                                opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D)),
+                                opt.scaled_head_begin < 0 ? heads : opt.scaled_head_begin,
+                                opt.scaled_head_factor,
+                                status};
+    const dim3 grid(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(cache.kv_heads),
+                    static_cast<unsigned>(batch));
+    switch (D) {
+        case 16: kernels::causal_attention<16><<<grid, kernels::attention_threads, 0, stream>>>(a); break;
+        case 32: kernels::causal_attention<32><<<grid, kernels::attention_threads, 0, stream>>>(a); break;
+        case 64: kernels::causal_attention<64><<<grid, kernels::attention_threads, 0, stream>>>(a); break;
+        case 128: kernels::causal_attention<128><<<grid, kernels::attention_threads, 0, stream>>>(a); break;
+        default: raise<ShapeError>("causal_attention: head dim ", D, " is not compiled (16, 32, 64, 128 are)");
+    }
+    CPX_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cpx::cuda

@@ -1,0 +1,303 @@
+#pragma once
+// The COMPLEXITY-DEEP decoder on the GPU (spec/complexity-deep.md sections
+// 2-6), from the same compile-time configuration as the CPU path:
+//     h = Emb[t];  mu_prev = mu_init
+//     per layer:  a = RMSNorm(h)
+//                 [q | k | v] = [a, mu_prev] [W ; W_mu]^T      one GEMM over [a, mu]
+//                 q, k = RoPE(QKNorm(q, k))                   one launch, rotate-half
+//                 h += Attention(q, cache(k, v)) W_o^T
+//                 h += MLP(RMSNorm(h), t)                     token-routed, learned router, or dense SwiGLU
+//                 mu_prev = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)
+//     logits = RMSNorm(h) Emb^T
+// Storage: weights and activations in T, the residual stream h and the logits
+// in fp32, fp32 accumulation everywhere. Token-routed models route the tokens
+// once per call (every layer shares the same token_to_expert table) and every
+// layer's grouped expert GEMMs reuse the segments; the learned router routes
+// each layer by its own top-1 choices, on the device.
+//
+// Calls: `forward` validates ids and positions on the host, copies them to the
+// model's device buffers and enqueues; `enqueue` only reads those buffers and
+// allocates nothing, so a decode step can be captured and replayed.
+// PRISM attention inside this stack is not compiled for the GPU (a
+// static_assert says so); the GPT-2-style PRISM model is cuda::PrismModel.
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/core/strided_matrix.hpp"
+#include "cpx/cuda/attention.cuh"
+#include "cpx/cuda/blas.cuh"
+#include "cpx/cuda/device_buffer.cuh"
+#include "cpx/cuda/device_status.cuh"
+#include "cpx/cuda/embedding.cuh"
+#include "cpx/cuda/expert_dispatch.cuh"
+#include "cpx/cuda/kv_cache.cuh"
+#include "cpx/cuda/learned_router_mlp.cuh"
+#include "cpx/cuda/mu_guidance.cuh"
+#include "cpx/cuda/logit_rows.cuh"
+#include "cpx/cuda/rmsnorm.cuh"
+#include "cpx/cuda/rope.cuh"
+#include "cpx/cuda/swiglu_mlp.cuh"
+#include "cpx/cuda/token_routed_mlp.cuh"
+#include "cpx/cuda/weight_source.cuh"
+#include "cpx/router/token_routing.hpp"
+
+namespace cpx::cuda {
+
+template <ComplexityConfigType C, class T = float>
+class ComplexityModel {
+public:
+    static_assert(C::attention == AttentionKind::mu_gqa,
+                  "the GPU COMPLEXITY-DEEP model implements mu-guided GQA attention only");
+
+    using Config = C;
+    static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
+    static constexpr int heads = C::heads, kv_heads = C::kv_heads, hd = C::head_dim;
+    static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;
+    static constexpr int in_width = C::use_mu ? 2 * d : d;  ///< the QKV product's input: [a, mu] or a
+
+    /// Uploads the parameters (checkpoint names, spec section 9.1) and sizes every
+    /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in total.
+    /// A token-routed model takes its routing (the checkpoint's token_to_expert).
+    template <WeightSource S>
+    ComplexityModel(S&& source, std::optional<TokenRouting> routing, int max_batch, int max_rows)
+        : max_batch_(max_batch),
+          max_rows_(max_rows),
+          rope_(C::rope, hd, context),
+          cache_(layers, max_batch, kv_heads, hd, context),
+          tokens_(static_cast<std::size_t>(max_rows)),
+          starts_(static_cast<std::size_t>(max_batch)),
+          h_(static_cast<std::size_t>(max_rows) * d),
+          a_mu_(static_cast<std::size_t>(max_rows) * in_width),
+          qkv_(static_cast<std::size_t>(max_rows) * qkv_width),
+          attn_(static_cast<std::size_t>(max_rows) * q_width),
+          m_(static_cast<std::size_t>(max_rows) * d),
+          h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
+          dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
+        require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::ComplexityModel: max_batch ", max_batch,
+                            " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
+        if constexpr (C::mlp == MlpKind::learned_router) {
+            dispatch_.emplace(C::experts, max_rows);
+            router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
+        }
+        if constexpr (C::mlp == MlpKind::token_routed) {
+            require<ShapeError>(routing.has_value(), "cuda::ComplexityModel: a token-routed model needs its routing table");
+            require<ShapeError>(routing->experts() == C::experts && routing->vocab() == static_cast<std::size_t>(vocab),
+                                "cuda::ComplexityModel: the routing table maps ", routing->vocab(), " tokens to ",
+                                routing->experts(), " experts, the configuration has ", vocab, " and ", C::experts);
+            table_.emplace(*routing);
+            dispatch_.emplace(C::experts, max_rows);
+            routed_ws_.emplace(max_rows, C::expert_width, C::shared_width);
+        }
+        embed_ = upload_weights<T>(source, "embed_tokens.weight", index_t{vocab} * d);
+        norm_ = upload_weights<float>(source, "norm.weight", d);
+        if constexpr (C::use_mu) mu_init_ = upload_weights<float>(source, "mu_init", d);
+        layers_.reserve(layers);
+        for (int i = 0; i < layers; ++i) layers_.push_back(load_layer_(source, "layers." + std::to_string(i) + "."));
+    }
+
+    /// Copies one call's inputs to the device (see PrismModel::set_inputs), validated here.
+    void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                    cudaStream_t stream) {
+        check_call_(tokens.size(), batch);
+        const int S = static_cast<int>(tokens.size()) / batch;
+        require<ShapeError>(static_cast<int>(starts.size()) == batch, "cuda::ComplexityModel: ", starts.size(),
+                            " start positions for ", batch, " sequences");
+        validate_tokens<std::int32_t>(tokens, vocab);
+        for (int b = 0; b < batch; ++b)
+            require<InputError>(starts[b] >= 0 && starts[b] + S <= context, "cuda::ComplexityModel: sequence ", b,
+                                " at positions [", starts[b], ", ", starts[b] + S, ") exceeds the context ", context);
+        CPX_CUDA_CHECK(cudaMemcpyAsync(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, stream));
+        CPX_CUDA_CHECK(cudaMemcpyAsync(starts_.data(), starts.data(), starts.size_bytes(), cudaMemcpyHostToDevice, stream));
+    }
+
+    /// Enqueues the forward pass over the inputs last given to set_inputs. logits:
+    /// device fp32, [batch * S, vocab] (LogitRows::all) or [batch, vocab] (last).
+    void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
+        require<ShapeError>(S >= 1, "cuda::ComplexityModel: ", S, " tokens per sequence");
+        check_call_(static_cast<std::size_t>(batch) * S, batch);
+        const int rows = batch * S;
+        status_.reset(stream);
+        const StridedMatrix<float> h(h_.data(), rows, d, d);
+        const StridedMatrix<T> a_mu(a_mu_.data(), rows, in_width, in_width);
+        const StridedMatrix<T> a = a_mu.columns(0, d);
+        const StridedMatrix<T> qkv(qkv_.data(), rows, qkv_width, qkv_width);
+        const StridedMatrix<T> attn(attn_.data(), rows, q_width, q_width), m(m_.data(), rows, d, d);
+
+        embedding<std::int32_t, T, float>(tokens_.data(), Matrix<const T>(embed_.data(), vocab, d), h, status_.view(),
+                                          stream);
+        if constexpr (C::use_mu) mu_broadcast<T>(mu_init_.data(), a_mu.columns(d, d), stream);
+        if constexpr (C::mlp == MlpKind::token_routed) dispatch_->route(tokens_.data(), rows, *table_, stream);
+
+        for (int i = 0; i < layers; ++i) {
+            const Layer& l = layers_[static_cast<std::size_t>(i)];
+            rmsnorm<float, float, T>(h, Vector<const float>(l.input_norm.data(), d), a, C::norm_eps, stream);
+            linear<T, T>(blas, a_mu, StridedMatrix<const T>(l.qkv.data(), qkv_width, in_width, in_width),
+                         WeightLayout::out_in, qkv, 1.0f, 0.0f, stream);
+            const StridedMatrix<T> qk = qkv.columns(0, q_width + kv_width);
+            rope_heads<T, float>(qk, qk, heads + kv_heads, hd, heads, {&rope_, l.q_norm.data()},
+                                 {&rope_, l.k_norm.data()}, starts_.data(), S, C::qk_norm_eps, status_.view(), stream);
+            const KvLayer<T> kv = cache_.layer(i);
+            kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
+                            starts_.data(), status_.view(), stream);
+            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), {}, status_.view(), stream);
+            linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
+                             1.0f, 1.0f, stream);
+
+            rmsnorm<float, float, T>(h, Vector<const float>(l.post_norm.data(), d), m, C::norm_eps, stream);
+            if constexpr (C::mlp == MlpKind::token_routed)
+                token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream);
+            else if constexpr (C::mlp == MlpKind::learned_router)
+                learned_router_mlp_add<T, float>(blas, *dispatch_, m, l.learned, *router_ws_, h, stream);
+            else
+                swiglu_mlp_add<T, float>(blas, m, l.dense,
+                                         StridedMatrix<T>(dense_scratch_.data(), rows, 2 * C::intermediate,
+                                                          2 * C::intermediate),
+                                         h, stream);
+
+            if constexpr (C::use_mu) {
+                if (i + 1 < layers) {  // the last layer's mu is never consumed (spec section 5.1)
+                    StridedMatrix<const T> h_in;
+                    if constexpr (std::is_same_v<T, float>) {
+                        h_in = h;
+                    } else {
+                        const StridedMatrix<T> copy(h_copy_.data(), rows, d, d);
+                        convert<float, T>(h, copy, stream);
+                        h_in = copy;
+                    }
+                    const StridedMatrix<T> mu = a_mu.columns(d, d);
+                    linear<T, T>(blas, h_in, StridedMatrix<const T>(l.mu_proj.data(), d, d, d), WeightLayout::out_in, mu,
+                                 1.0f, 0.0f, stream);
+                    mu_finish<T>(l.mu_param.data(), mu, C::mu_param_min, C::mu_param_max, C::mu_clamp, stream);
+                }
+            }
+        }
+        // Final norm on the rows that get logits (every row, or row S - 1 of each sequence), then the tied head.
+        const StridedMatrix<float> head_in =
+            which == LogitRows::all ? h : StridedMatrix<float>(h_.data() + static_cast<index_t>(S - 1) * d, batch, d, index_t{S} * d);
+        const StridedMatrix<T> normed(m_.data(), head_in.rows, d, d);
+        rmsnorm<float, float, T>(head_in, Vector<const float>(norm_.data(), d), normed, C::norm_eps, stream);
+        linear<T, float>(blas, normed, StridedMatrix<const T>(embed_.data(), vocab, d, d), WeightLayout::out_in,
+                         StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
+    }
+
+    /// set_inputs + enqueue.
+    void forward(Blas& blas, std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                 float* logits, LogitRows which, cudaStream_t stream) {
+        set_inputs(tokens, batch, starts, stream);
+        enqueue(blas, batch, static_cast<int>(tokens.size()) / batch, logits, which, stream);
+    }
+
+    /// Waits for `stream` and throws InputError if a kernel found an invalid id or position.
+    void check(cudaStream_t stream) const { status_.check(stream, "cuda::ComplexityModel"); }
+
+    KvCache<T>& cache() { return cache_; }
+
+private:
+    struct Layer {
+        DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
+        DeviceBuffer<T> qkv, o, mu_proj;
+        DeviceBuffer<T> gate, up, down, shared_gate_up, shared_down, dense_gate_up, dense_down, router;
+        TokenRoutedMlpWeights<T> routed;
+        LearnedRouterMlpWeights<T> learned;
+        SwiGluWeights<T> dense;
+    };
+
+    /// Rows of [W ; W_mu] side by side: row j of the fused weight is [W[j, :], W_mu[j, :]].
+    template <class S>
+    static std::vector<T> fused_rows_(S& source, const std::string& p, const char* w, const char* w_mu, int rows) {
+        const auto a = read_weights(source, p + "self_attn." + w + ".weight", index_t{rows} * d);
+        std::vector<float> b;
+        if constexpr (C::use_mu) b = read_weights(source, p + "self_attn." + w_mu + ".weight", index_t{rows} * d);
+        std::vector<T> out;
+        out.reserve(static_cast<std::size_t>(rows) * in_width);
+        for (int j = 0; j < rows; ++j) {
+            for (int c = 0; c < d; ++c) out.push_back(from_float<T>(a[static_cast<std::size_t>(j) * d + c]));
+            if constexpr (C::use_mu)
+                for (int c = 0; c < d; ++c) out.push_back(from_float<T>(b[static_cast<std::size_t>(j) * d + c]));
+        }
+        return out;
+    }
+
+    template <class S>
+    static Layer load_layer_(S& source, const std::string& p) {
+        Layer l;
+        l.input_norm = upload_weights<float>(source, p + "input_layernorm.weight", d);
+        l.post_norm = upload_weights<float>(source, p + "post_attention_layernorm.weight", d);
+        l.q_norm = upload_weights<float>(source, p + "self_attn.q_norm.weight", hd);
+        l.k_norm = upload_weights<float>(source, p + "self_attn.k_norm.weight", hd);
+        std::vector<T> qkv = fused_rows_(source, p, "q_proj", "mu_to_q", q_width);
+        for (const auto& part : {fused_rows_(source, p, "k_proj", "mu_to_k", kv_width),
+                                 fused_rows_(source, p, "v_proj", "mu_to_v", kv_width)})
+            qkv.insert(qkv.end(), part.begin(), part.end());
+        l.qkv = DeviceBuffer<T>(qkv);
+        l.o = upload_weights<T>(source, p + "self_attn.o_proj.weight", index_t{d} * q_width);
+        if constexpr (C::use_mu) {
+            l.mu_param = upload_weights<float>(source, p + "mu_guidance.mu", d);
+            l.mu_proj = upload_weights<T>(source, p + "mu_guidance.mu_proj.weight", index_t{d} * d);
+        }
+        if constexpr (C::routed) {
+            constexpr int E = C::experts, ie = C::expert_width, is = C::shared_width;
+            if constexpr (C::mlp == MlpKind::token_routed) {
+                l.gate = upload_weights<T>(source, p + "mlp.gate_proj_w", index_t{E} * d * ie);
+                l.up = upload_weights<T>(source, p + "mlp.up_proj_w", index_t{E} * d * ie);
+                l.down = upload_weights<T>(source, p + "mlp.down_proj_w", index_t{E} * ie * d);
+                l.routed.gate = {l.gate.data(), E, d, ie};
+                l.routed.up = {l.up.data(), E, d, ie};
+            } else {
+                // The learned router's code stores the experts' gate and up fused: [E, d, 2 I_e].
+                l.gate = upload_weights<T>(source, p + "mlp.gate_up_proj", index_t{E} * d * 2 * ie);
+                l.down = upload_weights<T>(source, p + "mlp.down_proj", index_t{E} * ie * d);
+                l.router = upload_weights<T>(source, p + "mlp.router.weight", index_t{E} * d);
+                l.routed.gate = {l.gate.data(), E, d, ie, 2 * ie, index_t{d} * 2 * ie};
+                l.routed.up = {l.gate.data() + ie, E, d, ie, 2 * ie, index_t{d} * 2 * ie};
+            }
+            l.routed.down = {l.down.data(), E, ie, d};
+            if constexpr (C::has_shared_expert) {
+                l.shared_gate_up = upload_stacked<T>(source, {{p + "mlp.shared_gate.weight", index_t{is} * d},
+                                                              {p + "mlp.shared_up.weight", index_t{is} * d}});
+                l.shared_down = upload_weights<T>(source, p + "mlp.shared_down.weight", index_t{d} * is);
+                l.routed.shared = {l.shared_gate_up.data(), l.shared_down.data(), d, is};
+            }
+            l.learned = {l.router.data(), l.routed};
+        } else {
+            constexpr int I = C::intermediate;
+            l.dense_gate_up = upload_stacked<T>(source, {{p + "mlp.gate_proj.weight", index_t{I} * d},
+                                                         {p + "mlp.up_proj.weight", index_t{I} * d}});
+            l.dense_down = upload_weights<T>(source, p + "mlp.down_proj.weight", index_t{d} * I);
+            l.dense = {l.dense_gate_up.data(), l.dense_down.data(), d, I};
+        }
+        return l;
+    }
+
+    void check_call_(std::size_t rows, int batch) const {
+        require<ShapeError>(batch >= 1 && batch <= max_batch_, "cuda::ComplexityModel: batch ", batch, " outside [1, ",
+                            max_batch_, "]");
+        require<ShapeError>(rows >= 1 && rows % static_cast<std::size_t>(batch) == 0 &&
+                                rows <= static_cast<std::size_t>(max_rows_),
+                            "cuda::ComplexityModel: ", rows, " tokens are not ", batch,
+                            " equal sequences within the ", max_rows_, " rows the model was sized for");
+    }
+
+    int max_batch_, max_rows_;
+    RopeTable rope_;
+    KvCache<T> cache_;
+    DeviceBuffer<std::int32_t> tokens_, starts_;
+    DeviceBuffer<float> h_;
+    DeviceBuffer<T> a_mu_, qkv_, attn_, m_, h_copy_, dense_scratch_;
+    DeviceBuffer<T> embed_;
+    DeviceBuffer<float> norm_, mu_init_;
+    std::optional<DeviceRoutingTable> table_;
+    std::optional<ExpertDispatch> dispatch_;
+    std::optional<TokenRoutedMlpWorkspace<T>> routed_ws_;
+    std::optional<LearnedRouterWorkspace<T>> router_ws_;
+    std::vector<Layer> layers_;
+    DeviceStatus status_;
+};
+
+}  // namespace cpx::cuda

@@ -1,0 +1,201 @@
+#pragma once
+// The GPT-2-style PRISM model on the GPU (spec/prism.md sections 2-3), from
+// the same compile-time configuration as the CPU model (cpx::PrismModel):
+//     x = wte[token] + wpe[position]
+//     per block: x += PrismAttention(LN_1(x));  x += MLP(LN_2(x))
+//     logits = LN_f(x) wte^T
+// Storage: weights and activations in T (fp32, bf16 or fp16), the residual
+// stream x and the logits in fp32; every product accumulates in fp32.
+// One layer's attention is five launches: u = LN_1(x) U^T (cuBLAS); the signal
+// and noise heads rotated with their own bases in one rope_heads launch; the
+// rotated keys and unrotated values appended to the KV cache; one causal
+// attention launch over all 2H heads with the noise heads scaled by -lambda;
+// x += (y U) / sqrt(2HR) (cuBLAS, beta = 1).
+//
+// Calls: `forward` validates token ids and positions on the host, copies them
+// to the model's device input buffers and enqueues the work. `enqueue` reads
+// only those device buffers and allocates nothing, so a decode step can be
+// captured once (cuda::Graph) and replayed after `set_inputs`.
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cpx/config/prism_attention_shape.hpp"
+#include "cpx/config/prism_config.hpp"
+#include "cpx/core/strided_matrix.hpp"
+#include "cpx/cuda/activations.cuh"
+#include "cpx/cuda/attention.cuh"
+#include "cpx/cuda/blas.cuh"
+#include "cpx/cuda/device_buffer.cuh"
+#include "cpx/cuda/device_status.cuh"
+#include "cpx/cuda/embedding.cuh"
+#include "cpx/cuda/kv_cache.cuh"
+#include "cpx/cuda/layernorm.cuh"
+#include "cpx/cuda/logit_rows.cuh"
+#include "cpx/cuda/rope.cuh"
+#include "cpx/cuda/weight_source.cuh"
+
+namespace cpx::cuda {
+
+template <PrismConfigType C, class T = float>
+class PrismModel {
+public:
+    using Config = C;
+    using Attention = PrismAttentionOf<C>;
+    static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
+    static constexpr int H = C::heads, D = C::head_dim, width = C::u_rows, mlp_width = C::mlp_width;
+
+    /// Uploads the parameters (checkpoint names, spec section 4) and sizes every
+    /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in
+    /// total; the KV cache holds `max_batch` sequences of the full context.
+    template <WeightSource S>
+    PrismModel(S&& source, int max_batch, int max_rows)
+        : max_batch_(max_batch),
+          max_rows_(max_rows),
+          signal_(Attention::signal_rope, D, context),
+          noise_(Attention::noise_rope, D, context),
+          cache_(layers, max_batch, 2 * H, D, context),
+          tokens_(static_cast<std::size_t>(max_rows)),
+          starts_(static_cast<std::size_t>(max_batch)),
+          x_(static_cast<std::size_t>(max_rows) * d),
+          normed_(static_cast<std::size_t>(max_rows) * d),
+          u_(static_cast<std::size_t>(max_rows) * width),
+          rotated_(static_cast<std::size_t>(max_rows) * width),
+          y_(static_cast<std::size_t>(max_rows) * width),
+          hidden_(static_cast<std::size_t>(max_rows) * mlp_width) {
+        require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::PrismModel: max_batch ", max_batch,
+                            " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
+        wte_ = upload_weights<T>(source, "transformer.wte.weight", index_t{vocab} * d);
+        wpe_ = upload_weights<T>(source, "transformer.wpe.weight", index_t{context} * d);
+        ln_f_w_ = upload_weights<float>(source, "transformer.ln_f.weight", d);
+        if (C::bias) ln_f_b_ = upload_weights<float>(source, "transformer.ln_f.bias", d);
+        layers_.reserve(layers);
+        for (int i = 0; i < layers; ++i) {
+            const std::string p = "transformer.h." + std::to_string(i) + ".";
+            Layer l;
+            l.ln_1_w = upload_weights<float>(source, p + "ln_1.weight", d);
+            l.u = upload_weights<T>(source, p + "attn.u_proj.weight", index_t{width} * d);
+            l.lambda = read_weights(source, p + "attn.lambda_q", 1)[0];
+            l.ln_2_w = upload_weights<float>(source, p + "ln_2.weight", d);
+            l.c_fc = upload_weights<T>(source, p + "mlp.c_fc.weight", index_t{mlp_width} * d);
+            l.c_proj = upload_weights<T>(source, p + "mlp.c_proj.weight", index_t{d} * mlp_width);
+            if (C::bias) {
+                l.ln_1_b = upload_weights<float>(source, p + "ln_1.bias", d);
+                l.ln_2_b = upload_weights<float>(source, p + "ln_2.bias", d);
+                l.c_fc_b = upload_weights<float>(source, p + "mlp.c_fc.bias", mlp_width);
+                l.c_proj_b = upload_weights<float>(source, p + "mlp.c_proj.bias", d);
+            }
+            layers_.push_back(std::move(l));
+        }
+    }
+
+    /// Copies one call's inputs to the device: `batch` sequences of S = tokens.size() / batch
+    /// tokens each, sequence b at positions [starts[b], starts[b] + S). Everything is
+    /// validated here, on the host.
+    void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                    cudaStream_t stream) {
+        check_call_(tokens.size(), batch);
+        const int S = static_cast<int>(tokens.size()) / batch;
+        require<ShapeError>(static_cast<int>(starts.size()) == batch, "cuda::PrismModel: ", starts.size(),
+                            " start positions for ", batch, " sequences");
+        validate_tokens<std::int32_t>(tokens, vocab);
+        for (int b = 0; b < batch; ++b)
+            require<InputError>(starts[b] >= 0 && starts[b] + S <= context, "cuda::PrismModel: sequence ", b,
+                                " at positions [", starts[b], ", ", starts[b] + S, ") exceeds the context ", context);
+        CPX_CUDA_CHECK(cudaMemcpyAsync(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, stream));
+        CPX_CUDA_CHECK(cudaMemcpyAsync(starts_.data(), starts.data(), starts.size_bytes(), cudaMemcpyHostToDevice, stream));
+    }
+
+    /// Enqueues the forward pass over the inputs last given to set_inputs (the same
+    /// batch and S). logits: device fp32, [batch * S, vocab] (LogitRows::all) or
+    /// [batch, vocab] (LogitRows::last). No host synchronisation, no allocation.
+    void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
+        require<ShapeError>(S >= 1, "cuda::PrismModel: ", S, " tokens per sequence");
+        check_call_(static_cast<std::size_t>(batch) * S, batch);
+        const int rows = batch * S;
+        status_.reset(stream);
+        const StridedMatrix<float> x(x_.data(), rows, d, d);
+        const StridedMatrix<T> normed(normed_.data(), rows, d, d);
+        const StridedMatrix<T> u(u_.data(), rows, width, width), rot(rotated_.data(), rows, width, width),
+            y(y_.data(), rows, width, width), hidden(hidden_.data(), rows, mlp_width, mlp_width);
+        embedding<std::int32_t, T, float>(tokens_.data(), Matrix<const T>(wte_.data(), vocab, d), x, status_.view(),
+                                          stream, wpe_.data(), context, starts_.data(), S);
+        const float out_scale = static_cast<float>(1.0 / std::sqrt(Attention::output_scale_squared_inverse));
+        for (int i = 0; i < layers; ++i) {
+            const Layer& l = layers_[static_cast<std::size_t>(i)];
+            layernorm<float, float, T>(x, l.ln_1_w.data(), bias_(l.ln_1_b), normed, C::ln_eps, stream);
+            const StridedMatrix<const T> U(l.u.data(), width, d, d);
+            linear<T, T>(blas, normed, U, WeightLayout::out_in, u, 1.0f, 0.0f, stream);
+            rope_heads<T, float>(u, rot, 2 * H, D, H, {&signal_, nullptr}, {&noise_, nullptr}, starts_.data(), S, 0.0f,
+                                 status_.view(), stream);
+            const KvLayer<T> kv = cache_.layer(i);
+            kv_append<T, T>(rot, u, kv, S, starts_.data(), status_.view(), stream);
+            AttentionOptions opt;
+            opt.scaled_head_begin = H;
+            opt.scaled_head_factor = -l.lambda;
+            causal_attention<T>(rot, kv, y, 2 * H, S, starts_.data(), opt, status_.view(), stream);
+            linear<T, float>(blas, y, U, WeightLayout::in_out, x, out_scale, 1.0f, stream);
+
+            layernorm<float, float, T>(x, l.ln_2_w.data(), bias_(l.ln_2_b), normed, C::ln_eps, stream);
+            linear<T, T>(blas, normed, StridedMatrix<const T>(l.c_fc.data(), mlp_width, d, d), WeightLayout::out_in,
+                         hidden, 1.0f, 0.0f, stream);
+            bias_gelu<T, float>(hidden, bias_(l.c_fc_b), stream);
+            linear<T, float>(blas, hidden, StridedMatrix<const T>(l.c_proj.data(), d, mlp_width, mlp_width),
+                             WeightLayout::out_in, x, 1.0f, 1.0f, stream);
+            if (C::bias) add_bias<float, float>(x, l.c_proj_b.data(), stream);
+        }
+        // LN_f on the rows that get logits: every row, or row S - 1 of each sequence (rows S apart).
+        const StridedMatrix<float> head_in =
+            which == LogitRows::all ? x : StridedMatrix<float>(x_.data() + static_cast<index_t>(S - 1) * d, batch, d, index_t{S} * d);
+        const StridedMatrix<T> head_normed(normed_.data(), head_in.rows, d, d);
+        layernorm<float, float, T>(head_in, ln_f_w_.data(), bias_(ln_f_b_), head_normed, C::ln_eps, stream);
+        linear<T, float>(blas, head_normed, StridedMatrix<const T>(wte_.data(), vocab, d, d), WeightLayout::out_in,
+                         StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
+    }
+
+    /// set_inputs + enqueue.
+    void forward(Blas& blas, std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                 float* logits, LogitRows which, cudaStream_t stream) {
+        set_inputs(tokens, batch, starts, stream);
+        enqueue(blas, batch, static_cast<int>(tokens.size()) / batch, logits, which, stream);
+    }
+
+    /// Waits for `stream` and throws InputError if a kernel found an invalid id or position.
+    void check(cudaStream_t stream) const { status_.check(stream, "cuda::PrismModel"); }
+
+    KvCache<T>& cache() { return cache_; }
+    int max_batch() const { return max_batch_; }
+    int max_rows() const { return max_rows_; }
+
+private:
+    struct Layer {
+        DeviceBuffer<float> ln_1_w, ln_1_b, ln_2_w, ln_2_b, c_fc_b, c_proj_b;
+        DeviceBuffer<T> u, c_fc, c_proj;
+        float lambda = 0.0f;
+    };
+    static const float* bias_(const DeviceBuffer<float>& b) { return b.size() ? b.data() : nullptr; }
+
+    void check_call_(std::size_t rows, int batch) const {
+        require<ShapeError>(batch >= 1 && batch <= max_batch_, "cuda::PrismModel: batch ", batch, " outside [1, ",
+                            max_batch_, "]");
+        require<ShapeError>(rows >= 1 && rows % static_cast<std::size_t>(batch) == 0 && rows <= static_cast<std::size_t>(max_rows_),
+                            "cuda::PrismModel: ", rows, " tokens are not ", batch,
+                            " equal sequences within the ", max_rows_, " rows the model was sized for");
+    }
+
+    int max_batch_, max_rows_;
+    RopeTable signal_, noise_;
+    KvCache<T> cache_;
+    DeviceBuffer<std::int32_t> tokens_, starts_;
+    DeviceBuffer<float> x_;
+    DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
+    DeviceBuffer<T> wte_, wpe_;
+    DeviceBuffer<float> ln_f_w_, ln_f_b_;
+    std::vector<Layer> layers_;
+    DeviceStatus status_;
+};
+
+}  // namespace cpx::cuda

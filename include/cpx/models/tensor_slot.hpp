@@ -1,0 +1,98 @@
+#pragma once
+// The bridge between a model's compute layout and its checkpoint tensors,
+// shared by both models: each TensorSlot names one checkpoint tensor, gives
+// its shape and says where its elements live (and how it is initialised).
+// Initialisation, loading, saving and dtype conversion all walk the slots, so
+// a model's tensor names and layouts are written in one place.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/orthogonal_init.hpp"
+#include "cpx/models/seeded_normal.hpp"
+
+namespace cpx {
+
+/// One checkpoint tensor and where its elements live in the compute layout:
+/// element (b, r, c) of the tensor viewed as [batches, rows, cols] is at
+/// base[b * batch_stride + r * row_stride + c]. Exactly one of f32 / w is set.
+/// W is const-qualified for the slots of const weights (read only).
+template <class W>
+struct TensorSlot {
+    using Float = std::conditional_t<std::is_const_v<W>, const float, float>;
+    std::string name;
+    std::vector<std::int64_t> shape;  ///< the checkpoint's shape
+    Float* f32 = nullptr;
+    W* w = nullptr;
+    std::int64_t batches = 1, rows = 1, cols = 1, batch_stride = 0, row_stride = 0;
+    double init_std = 0.0;    ///< seeded N(0, init_std) initialisation (spec section 8) ...
+    float init_value = 0.0f;  ///< ... or this constant when init_std == 0 ...
+    bool orthogonal = false;  ///< ... or a seeded orthogonal [rows, cols] matrix (PRISM's U)
+
+    std::int64_t elements() const { return batches * rows * cols; }
+
+    /// Copies a tensor in checkpoint order into the compute layout.
+    void assign(std::span<const float> src) const
+        requires(!std::is_const_v<W>)
+    {
+        require<ShapeError>(static_cast<std::int64_t>(src.size()) == elements(), "tensor ", name, ": ", src.size(),
+                            " values for ", elements(), " elements");
+        std::size_t i = 0;
+        for (std::int64_t b = 0; b < batches; ++b)
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const std::int64_t at = b * batch_stride + r * row_stride;
+                if (f32)
+                    for (std::int64_t c = 0; c < cols; ++c) f32[at + c] = src[i++];
+                else
+                    for (std::int64_t c = 0; c < cols; ++c) w[at + c] = from_float<std::remove_const_t<W>>(src[i++]);
+            }
+    }
+
+    /// Copies the tensor out of the compute layout, in checkpoint order.
+    void extract(std::span<float> dst) const {
+        require<ShapeError>(static_cast<std::int64_t>(dst.size()) == elements(), "tensor ", name, ": ", dst.size(),
+                            " values for ", elements(), " elements");
+        std::size_t i = 0;
+        for (std::int64_t b = 0; b < batches; ++b)
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const std::int64_t at = b * batch_stride + r * row_stride;
+                for (std::int64_t c = 0; c < cols; ++c) dst[i++] = f32 ? f32[at + c] : to_float(w[at + c]);
+            }
+    }
+};
+
+/// Seeded initialisation of every slot, each from its own stream named after
+/// it: orthogonal, N(0, init_std), or the constant init_value. Streams are
+/// independent, so tensors are drawn in parallel with the same result for any
+/// thread count or slot order.
+template <class W>
+void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t seed) {
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            const TensorSlot<W>& s = slots[i];
+            values.resize(static_cast<std::size_t>(s.elements()));
+            if (s.orthogonal) {
+                SeededRandom rng(seed, s.name);
+                cpu::orthogonal_init(Matrix<float>(values.data(), s.rows, s.cols), [&] { return rng.normal(); });
+            } else if (s.init_std > 0.0) {
+                SeededRandom rng(seed, s.name);
+                for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
+            } else {
+                std::fill(values.begin(), values.end(), s.init_value);
+            }
+            s.assign(values);
+        }
+    }
+}
+
+}  // namespace cpx

@@ -1,0 +1,184 @@
+// The fused causal attention kernel against a double-precision softmax over
+// the same cache contents: prefill, a chunk appended at an offset, decode of
+// sequences at different positions, GQA groups, head dims 16 to 128, and
+// PRISM's signal/noise heads (q = k, noise heads scaled by -lambda) in one launch.
+#include <doctest/doctest.h>
+
+#include <cpx/cuda/attention.cuh>
+
+#include <cmath>
+#include <limits>
+
+#include "cuda_test_support.cuh"
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+
+// A one-layer cache on the device (poisoned: a read of an unwritten position
+// shows as NaN) and its mirror on the host.
+template <class T>
+struct Fixture {
+    int batch, heads, kv_heads, D, capacity;
+    cuda::KvCache<T> cache;
+    std::vector<float> hk, hv;  // [batch][kv_heads][capacity][D]
+
+    Fixture(int b, int h, int kv, int d, int cap)
+        : batch(b), heads(h), kv_heads(kv), D(d), capacity(cap), cache(1, b, kv, d, cap),
+          hk(static_cast<std::size_t>(b) * kv * cap * d, std::numeric_limits<float>::quiet_NaN()), hv(hk) {
+        cache.poison();
+    }
+    std::size_t at(int b, int g, int pos) const { return ((static_cast<std::size_t>(b) * kv_heads + g) * capacity + pos) * D; }
+
+    // Appends S new tokens per sequence at the given starts: random K, V (K = `keys` if given).
+    std::vector<float> append(int S, const std::vector<std::int32_t>& starts, std::uint64_t seed,
+                              const std::vector<float>* keys = nullptr) {
+        const int rows = batch * S, width = kv_heads * D;
+        const auto k = keys ? *keys : testing::rounded<T>(testing::random_normal(rows * width, seed));
+        const auto v = testing::rounded<T>(testing::random_normal(rows * width, seed + 1));
+        auto dk = testing::upload_as<T>(k), dv = testing::upload_as<T>(v);
+        cuda::DeviceBuffer<std::int32_t> dstart(starts);
+        cuda::kv_append<T, T>(StridedMatrix<const T>(dk.data(), rows, width, width),
+                              StridedMatrix<const T>(dv.data(), rows, width, width), cache.layer(0), S, dstart.data(), {},
+                              nullptr);
+        CPX_CUDA_CHECK(cudaDeviceSynchronize());
+        for (int r = 0; r < rows; ++r)
+            for (int g = 0; g < kv_heads; ++g)
+                for (int d = 0; d < D; ++d) {
+                    const std::size_t dst = at(r / S, g, starts[r / S] + r % S) + d;
+                    hk[dst] = k[r * width + g * D + d];
+                    hv[dst] = v[r * width + g * D + d];
+                }
+        return k;
+    }
+
+    // Runs attention for S queries per sequence at the starts; returns the relative error.
+    double attend(int S, const std::vector<std::int32_t>& starts, const std::vector<float>& q,
+                  cuda::AttentionOptions opt = {}) {
+        const int rows = batch * S, width = heads * D, groups = heads / kv_heads;
+        auto dq = testing::upload_as<T>(q);
+        auto dout = testing::poisoned_device<T>(rows * width);
+        cuda::DeviceBuffer<std::int32_t> dstart(starts);
+        cuda::causal_attention<T>(StridedMatrix<const T>(dq.data(), rows, width, width), cache.layer(0),
+                                  StridedMatrix<T>(dout.data(), rows, width, width), heads, S, dstart.data(), opt);
+        CPX_CUDA_CHECK(cudaDeviceSynchronize());
+        const double scale = opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(double(D));
+        std::vector<double> want(rows * width);
+        for (int r = 0; r < rows; ++r) {
+            const int b = r / S, qpos = starts[b] + r % S;
+            for (int h = 0; h < heads; ++h) {
+                const int g = h / groups;
+                std::vector<double> s(qpos + 1);
+                double mx = -1e300;
+                for (int j = 0; j <= qpos; ++j) {
+                    double dot = 0;
+                    for (int d = 0; d < D; ++d) dot += double(q[r * width + h * D + d]) * hk[at(b, g, j) + d];
+                    s[j] = dot * scale;
+                    mx = std::max(mx, s[j]);
+                }
+                double sum = 0;
+                for (double& e : s) sum += (e = std::exp(e - mx));
+                const double f = (opt.scaled_head_begin >= 0 && h >= opt.scaled_head_begin) ? opt.scaled_head_factor : 1.0;
+                for (int d = 0; d < D; ++d) {
+                    double acc = 0;
+                    for (int j = 0; j <= qpos; ++j) acc += s[j] * hv[at(b, g, j) + d];
+                    want[r * width + h * D + d] = f * acc / sum;
+                }
+            }
+        }
+        return testing::relative_error(testing::download_floats(dout), want);
+    }
+
+    std::vector<float> queries(int S, std::uint64_t seed, float stddev = 1.0f) const {
+        return testing::rounded<T>(testing::random_normal(batch * S * heads * D, seed, stddev));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("prefill: causal GQA attention over a fresh cache (fp32 within 1e-5)") {
+    Fixture<float> f(2, 4, 2, 64, 64);
+    f.append(37, {0, 0}, 1);
+    CHECK(f.attend(37, {0, 0}, f.queries(37, 2)) < 1e-5);
+}
+
+TEST_CASE("chunked prefill then decode: each chunk sees the cache up to its own offset") {
+    Fixture<float> f(2, 6, 2, 64, 80);  // groups of 3, as the 187M model
+    f.append(20, {0, 0}, 3);
+    CHECK(f.attend(20, {0, 0}, f.queries(20, 4)) < 1e-5);
+    f.append(13, {20, 20}, 5);
+    CHECK(f.attend(13, {20, 20}, f.queries(13, 6)) < 1e-5);
+    f.append(1, {33, 33}, 7);
+    CHECK(f.attend(1, {33, 33}, f.queries(1, 8)) < 1e-5);
+}
+
+TEST_CASE("decode of sequences at different positions in one launch") {
+    Fixture<float> f(3, 4, 1, 128, 48);  // multi-query: one KV head
+    f.append(40, {0, 0, 0}, 9);
+    const std::vector<std::int32_t> starts = {40, 7, 0};  // later positions of sequences 1 and 2 are simply not seen
+    f.append(1, starts, 10);
+    CHECK(f.attend(1, starts, f.queries(1, 11)) < 1e-5);
+}
+
+// Scores of magnitude ~100 (e^100 overflows fp32) must be rescaled by the running maximum.
+// fp32 dot products of that size carry ~1e-5 absolute error, which moves softmax weights
+// by as much relatively: hence 1e-4 here instead of 1e-5.
+TEST_CASE("large scores stay finite: the online softmax rescales instead of overflowing") {
+    Fixture<float> f(1, 2, 2, 32, 70);
+    f.append(70, {0}, 12);
+    CHECK(f.attend(70, {0}, f.queries(70, 13, 30.0f)) < 1e-4);
+}
+
+TEST_CASE("bf16 and fp16 attention stay within 2e-2") {
+    {
+        Fixture<bf16> f(2, 8, 2, 128, 64);  // groups of 4, as the 384M model
+        f.append(33, {0, 0}, 14);
+        CHECK(f.attend(33, {0, 0}, f.queries(33, 15)) < 2e-2);
+        f.append(1, {33, 33}, 16);
+        CHECK(f.attend(1, {33, 33}, f.queries(1, 17)) < 2e-2);
+    }
+    {
+        Fixture<fp16> f(1, 4, 2, 64, 40);
+        f.append(40, {0}, 18);
+        CHECK(f.attend(40, {0}, f.queries(40, 19)) < 2e-2);
+    }
+}
+
+TEST_CASE("PRISM: signal and noise heads in one launch, q = k, noise heads scaled by -lambda") {
+    const int H = 2, D = 32, S = 25;
+    Fixture<float> f(2, 2 * H, 2 * H, D, 32);
+    const auto qk = f.append(S, {0, 0}, 20);  // the rotated tensor serves as both queries and keys
+    cuda::AttentionOptions opt;
+    opt.scaled_head_begin = H;
+    opt.scaled_head_factor = -0.05f;
+    CHECK(f.attend(S, {0, 0}, qk, opt) < 1e-5);
+}
+
+TEST_CASE("head dim 16 (the tiny test models) is served by the same kernel") {
+    Fixture<float> f(2, 4, 2, 16, 24);
+    f.append(24, {0, 0}, 21);
+    CHECK(f.attend(24, {0, 0}, f.queries(24, 22)) < 1e-5);
+}
+
+TEST_CASE("queries past the cache capacity give NaN rows and an InputError at the check") {
+    Fixture<float> f(1, 2, 2, 64, 8);
+    f.append(8, {0}, 23);
+    auto dq = testing::upload_as<float>(f.queries(2, 24));
+    auto dout = testing::poisoned_device<float>(2 * 2 * 64);
+    cuda::DeviceBuffer<std::int32_t> dstart(std::vector<std::int32_t>{7});  // positions 7, 8: 8 is past the end
+    cuda::DeviceStatus status;
+    cuda::causal_attention<float>(StridedMatrix<const float>(dq.data(), 2, 128, 128), f.cache.layer(0),
+                                  StridedMatrix<float>(dout.data(), 2, 128, 128), 2, 2, dstart.data(), {}, status.view());
+    CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
+    for (float v : dout.download()) CHECK(std::isnan(v));
+}
+
+TEST_CASE("attention rejects head counts that are not whole GQA groups") {
+    cuda::KvCache<float> cache(1, 1, 3, 64, 8);
+    cuda::DeviceBuffer<float> q(4 * 64), out(4 * 64);
+    cuda::DeviceBuffer<std::int32_t> start(1);
+    CHECK_THROWS_AS(cuda::causal_attention<float>(StridedMatrix<const float>(q.data(), 1, 256, 256), cache.layer(0),
+                                                  StridedMatrix<float>(out.data(), 1, 256, 256), 4, 1, start.data()),
+                    ShapeError);
+}
