@@ -152,9 +152,8 @@ void prism(const std::string& name, index_t tokens, int threads) {
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
         const auto u = bench::normal_vector<float>(static_cast<std::size_t>(S::u_rows * d), 1.0 / std::sqrt(double(d)), 2);
         std::vector<float> out(x.size());
-        const cpu::PrismAttention<S> attention(tokens);
-        cpu::PrismAttentionScratch scratch;
-        const cpu::PrismAttentionWeights w{Matrix<const float>(u.data(), S::u_rows, d), 0.5f};
+        cpu::PrismAttention<S> attention(tokens);
+        const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), S::u_rows, d), 0.5f};
         Work work;
         const double t = static_cast<double>(tokens);
         work.tokens = t;
@@ -162,7 +161,7 @@ void prism(const std::string& name, index_t tokens, int threads) {
         work.gemm_ceiling = bench::gemm_ceiling(std::vector<Gemm>{{t, S::u_rows, d}, {t, d, S::u_rows}} +
                                                 attention_products(t, S::physical_heads, S::head_dim, S::head_dim));
         bench::run(state, work, [&] {
-            attention.forward(Matrix<const float>(x.data(), tokens, d), w, Matrix<float>(out.data(), tokens, d), scratch);
+            attention.forward(w, Matrix<const float>(x.data(), tokens, d), Matrix<float>(out.data(), tokens, d));
             benchmark::DoNotOptimize(out.data());
         });
     });

@@ -209,7 +209,7 @@ void gelu(index_t tokens, int threads) {
         const auto fc_b = bench::normal_vector<float>(static_cast<std::size_t>(width), 0.02, 2);
         const auto proj = bench::normal_vector<float>(static_cast<std::size_t>(d * width), 0.02, 3);
         const auto proj_b = bench::normal_vector<float>(static_cast<std::size_t>(d), 0.02, 4);
-        const cpu::GeluMlpWeights w{Matrix<const float>(fc.data(), width, d), Vector<const float>(fc_b.data(), width),
+        const cpu::GeluMlpWeights<float> w{Matrix<const float>(fc.data(), width, d), Vector<const float>(fc_b.data(), width),
                                     Matrix<const float>(proj.data(), d, width), Vector<const float>(proj_b.data(), d)};
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 6);
         std::vector<float> hidden(static_cast<std::size_t>(tokens * width)), out(x.size());

@@ -1,9 +1,8 @@
-// The whole PRISM-mini model (fp32 weights, the model's only storage type),
-// through per-layer fp32 key/value storage, prefill and decode counted as in
-// bench_complexity_model.cpp: prefill FLOPs from flops_per_token over the
-// causal positions with the tied head once per sequence, against the GEMM
-// rates of its products; decode bytes (all weights, the head, the cache)
-// against the memory read rate.
+// The whole PRISM-mini model, weights stored as fp32 or bf16 (the KV cache in
+// the same type), through KV caches, counted as in bench_complexity_model.cpp:
+// prefill FLOPs from flops_per_token over the causal positions with the tied
+// head once per sequence, against the GEMM rates of its products; decode bytes
+// (all weights, the head, the cache) against the memory read rate.
 #include "bench_support.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -11,7 +10,6 @@
 #include <cpx/models/prism_model.hpp>
 
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 
@@ -23,36 +21,25 @@ using cpx::bench::Gemm;
 using cpx::bench::Work;
 using C = presets::PrismMini;
 
-PrismModel<C>& model() {
-    static PrismModel<C> m(PrismWeights<C>::random(1));
+template <class W>
+const char* dtype_name() { return std::is_same_v<W, float> ? "f32" : "bf16"; }
+
+/// One model per storage type, built on first use (PRISM-mini is ~200 MB in fp32).
+template <class W>
+PrismModel<C, W, W>& model() {
+    static PrismModel<C, W, W> m(PrismWeights<C, W>::random(1));
     return m;
 }
 
-/// Key/value rows of B sequences x L layers, head-major per layer as the core reads them.
-struct PrismCaches {
-    static constexpr int heads = 2 * C::heads, dim = C::head_dim;
-    index_t capacity;
-    std::vector<std::vector<float>> k, v;  // [sequence * layers + layer]
-    PrismCaches(index_t batch, index_t capacity) : capacity(capacity) {
-        const auto n = static_cast<std::size_t>(batch * C::layers);
-        k.assign(n, std::vector<float>(static_cast<std::size_t>(capacity) * C::u_rows, 0.0f));
-        v = k;
-    }
-    cpu::LayerKv<float> of(std::size_t sequence, int layer) {
-        const std::size_t i = sequence * C::layers + static_cast<std::size_t>(layer);
-        const auto view = [&](std::vector<float>& s) {
-            return cpu::HeadRows<float>{s.data(), capacity, heads, dim, dim, capacity * dim};
-        };
-        return {view(k[i]), view(v[i])};
-    }
-};
-
-std::vector<std::int32_t> random_tokens(index_t n, std::uint64_t seed) {
+std::vector<std::vector<std::int64_t>> random_batch(index_t batch, index_t tokens, std::uint64_t seed) {
     std::mt19937_64 gen(seed);
-    std::uniform_int_distribution<std::int32_t> dist(0, C::vocab - 1);
-    std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-    for (auto& x : t) x = dist(gen);
-    return t;
+    std::uniform_int_distribution<std::int64_t> dist(0, C::vocab - 1);
+    std::vector<std::vector<std::int64_t>> b(static_cast<std::size_t>(batch));
+    for (auto& s : b) {
+        s.resize(static_cast<std::size_t>(tokens));
+        for (auto& t : s) t = dist(gen);
+    }
+    return b;
 }
 
 template <class Fn>
@@ -66,19 +53,23 @@ std::string shape_suffix(const char* what, index_t batch, const char* len_name, 
            "/threads:" + std::to_string(threads);
 }
 
+template <class W>
 void prefill(index_t batch, index_t tokens, int threads) {
-    const std::string name = "model/prism/mini/f32" + shape_suffix("prefill", batch, "tokens", tokens, threads);
+    const std::string name =
+        std::string("model/prism/mini/") + dtype_name<W>() + shape_suffix("prefill", batch, "tokens", tokens, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model();
-        const auto ids = random_tokens(batch * tokens, 5);
-        PrismCaches caches(batch, tokens);
-        std::vector<cpu::SequenceChunk<float>> chunks;
-        for (index_t b = 0; b < batch; ++b) chunks.push_back({b * tokens, tokens, 0, {}});
+        auto& m = model<W>();
+        const auto seqs = random_batch(batch, tokens, 5);
+        std::vector<TokenSpan> spans(seqs.begin(), seqs.end());
+        std::vector<KVCache<C, W>> caches;
+        for (index_t b = 0; b < batch; ++b) caches.emplace_back(tokens);
+        std::vector<KVCache<C, W>*> cache_ptrs;
+        for (auto& c : caches) cache_ptrs.push_back(&c);
         std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
         const auto step = [&] {
-            m.run<float>(ids, chunks, [&](std::size_t c, int l) { return std::optional(caches.of(c, l)); },
-                         Matrix<float>(logits.data(), batch, C::vocab), LogitRows::last_of_chunk);
+            for (auto& c : caches) c.clear();
+            m.extend(cache_ptrs, spans, LogitsAt::last, cpu::rows_of(logits.data(), batch, C::vocab));
             benchmark::DoNotOptimize(logits.data());
         };
         Work work;
@@ -99,30 +90,38 @@ void prefill(index_t batch, index_t tokens, int threads) {
     });
 }
 
+template <class W>
 void decode(index_t batch, index_t context, int threads) {
-    const std::string name = "model/prism/mini/f32" + shape_suffix("decode", batch, "context", context, threads);
+    const std::string name =
+        std::string("model/prism/mini/") + dtype_name<W>() + shape_suffix("decode", batch, "context", context, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model();
-        const auto ids = random_tokens(batch, 9);
-        PrismCaches caches(batch, context);
-        // The new token of each sequence is position context - 1; earlier rows hold zeros.
-        std::vector<cpu::SequenceChunk<float>> chunks;
-        for (index_t b = 0; b < batch; ++b) chunks.push_back({b, 1, context - 1, {}});
+        auto& m = model<W>();
+        std::vector<KVCache<C, W>> caches;
+        for (index_t b = 0; b < batch; ++b) {
+            caches.emplace_back(context);
+            caches.back().advance(context - 1);  // the earlier positions (zeros: timing only)
+        }
+        std::vector<KVCache<C, W>*> cache_ptrs;
+        for (auto& c : caches) cache_ptrs.push_back(&c);
+        const auto next = random_batch(1, batch, 9)[0];
         std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
         const auto step = [&] {
-            m.run<float>(ids, chunks, [&](std::size_t c, int l) { return std::optional(caches.of(c, l)); },
-                         Matrix<float>(logits.data(), batch, C::vocab), LogitRows::last_of_chunk);
+            m.decode(cache_ptrs, next, cpu::rows_of(logits.data(), batch, C::vocab));
+            for (auto& c : caches) c.truncate(context - 1);
             benchmark::DoNotOptimize(logits.data());
         };
         Work work;
-        const double d = C::hidden, L = C::layers;
+        const double d = C::hidden, L = C::layers, sw = sizeof(W);
         work.tokens = static_cast<double>(batch);
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
-        const double weights = L * (double(C::u_rows) * d + 2.0 * C::mlp_width * d + C::mlp_width + 5 * d) +
-                               double(C::vocab) * d + 2 * d + 2 * d /*wpe row*/;
-        const double kv = static_cast<double>(batch) * L * 2 * C::u_rows * static_cast<double>(context);
-        work.bytes = (weights + kv) * sizeof(float);
+        // Matrices in their storage type (U, c_fc, c_proj, the tied head, one wpe row
+        // per sequence); LayerNorm and bias vectors in fp32; keys and values of every layer.
+        const double matrices = L * (double(C::u_rows) * d + 2.0 * C::mlp_width * d) + double(C::vocab) * d +
+                                static_cast<double>(batch) * d;
+        const double vectors = (L * (4 * d + C::mlp_width + d) + 2 * d) * sizeof(float);
+        const double kv = static_cast<double>(batch) * L * 2 * C::u_rows * static_cast<double>(context) * sw;
+        work.bytes = matrices * sw + vectors + kv;
         work.read_ceiling = bench::machine_read_gbps(threads);
         warm_once(name, step);
         bench::run(state, work, step);
@@ -130,11 +129,14 @@ void decode(index_t batch, index_t context, int threads) {
 }
 
 void register_all() {
-    for (auto [b, t] : {std::pair<index_t, index_t>{1, 128}, {1, 512}, {4, 512}, {16, 128}}) prefill(b, t, 2);
-    prefill(1, 512, 1);
-    for (index_t ctx : {128, 512}) decode(1, ctx, 2);
-    decode(4, 512, 2);
-    decode(1, 512, 1);
+    for (auto [b, t] : {std::pair<index_t, index_t>{1, 128}, {1, 512}, {4, 512}, {16, 128}}) prefill<float>(b, t, 2);
+    prefill<float>(1, 512, 1);
+    for (index_t ctx : {128, 512}) decode<float>(1, ctx, 2);
+    decode<float>(4, 512, 2);
+    decode<float>(1, 512, 1);
+    prefill<bf16>(1, 512, 2);
+    for (index_t ctx : {128, 512}) decode<bf16>(1, ctx, 2);
+    decode<bf16>(1, 512, 1);
 }
 
 }  // namespace
