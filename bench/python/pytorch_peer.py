@@ -509,11 +509,11 @@ def complexity_model(preset, dtype):
     return _model_cache[key]
 
 
-def prism_model():
-    key = "prism"
+def prism_model(dtype=torch.float32):
+    key = ("prism", dtype)
     if key not in _model_cache:
         _model_cache.clear()
-        _model_cache[key] = PrismPeer(PRISM_MINI, prism_tensors(PRISM_MINI))
+        _model_cache[key] = PrismPeer(PRISM_MINI, prism_tensors(PRISM_MINI, dtype=dtype))
     return _model_cache[key]
 
 
@@ -561,12 +561,17 @@ def add_model_cases():
     complexity("384M_dense", "bf16", [], [(1, 512, 2)])
 
     V = PRISM_MINI["vocab_size"]
-    for B, T, threads in ((1, 128, 2), (1, 512, 2), (4, 512, 2), (16, 128, 2), (1, 512, 1)):
-        case(f"model/prism/mini/f32/prefill/batch:{B}/tokens:{T}/threads:{threads}", threads, B * T)(
-            prefill(prism_model, V, B, T))
-    for B, ctx, threads in ((1, 128, 2), (1, 512, 2), (4, 512, 2), (1, 512, 1)):
-        case(f"model/prism/mini/f32/decode/batch:{B}/context:{ctx}/threads:{threads}", threads, B)(
-            decode(prism_model, V, B, ctx))
+    bf16_prism = lambda: prism_model(torch.bfloat16)  # noqa: E731
+    for dt, make, prefills, decodes in (
+            ("f32", prism_model, ((1, 128, 2), (1, 512, 2), (4, 512, 2), (16, 128, 2), (1, 512, 1)),
+             ((1, 128, 2), (1, 512, 2), (4, 512, 2), (1, 512, 1))),
+            ("bf16", bf16_prism, ((1, 512, 2),), ((1, 128, 2), (1, 512, 2), (1, 512, 1)))):
+        for B, T, threads in prefills:
+            case(f"model/prism/mini/{dt}/prefill/batch:{B}/tokens:{T}/threads:{threads}", threads, B * T)(
+                prefill(make, V, B, T))
+        for B, ctx, threads in decodes:
+            case(f"model/prism/mini/{dt}/decode/batch:{B}/context:{ctx}/threads:{threads}", threads, B)(
+                decode(make, V, B, ctx))
 
 
 # The C++ suite each case belongs to (bench/bench_<suite>.cpp), by name.
