@@ -6,7 +6,8 @@ thread count, same work per iteration), so bench/report.py can put them side by
 side. Timing as Google Benchmark does it with --benchmark_repetitions: one
 warm-up call, then R repetitions, each running the case until at least
 --min-time seconds have passed; a repetition's time is its mean per iteration,
-and the reported time is the median of the repetitions (the minimum is kept too).
+and the reported time is the median of the repetitions (the minimum is kept too);
+a case slower than 5 s per call gets a single repetition.
 
 Output (--out): Google Benchmark's JSON layout, so the report reads both the
 same way: {"context": {...}, "benchmarks": [{"name", "run_name", "run_type":
