@@ -12,11 +12,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <numeric>
+#include <random>
+#include <span>
+#include <string>
 #include <tuple>
 #include <vector>
+
+#include "cpx/core/dtype.hpp"
 
 namespace cpx::bench {
 
@@ -73,6 +81,86 @@ inline double machine_read_gbps(int threads) {
     return cache[threads] = static_cast<double>(n * sizeof(float)) / s * 1e-9;
 }
 
+/// Sets the thread count of our OpenMP loops and of Eigen's GEMM together
+/// (Eigen reads its own setting, not OMP_NUM_THREADS, once it has been set).
+inline void set_threads(int threads) {
+    omp_set_num_threads(threads);
+    Eigen::setNbThreads(threads);
+}
+
+/// One product of a layer, C[m, n] = A[m, k] B[k, n], run `count` times per iteration.
+struct Gemm {
+    double m = 0, n = 0, k = 0, count = 1;
+    double flops() const { return 2.0 * m * n * k * count; }
+};
+
+/// The GEMM ceiling of work made of several products: the rate Eigen reaches
+/// running all of them, each at the rate measured for its own shape with the
+/// current thread count: sum(FLOPs) / sum(FLOPs_i / rate_i). Shapes with an
+/// empty side are skipped; fractional m (rows per expert) is rounded.
+inline double gemm_ceiling(const std::vector<Gemm>& gemms) {
+    double flops = 0, seconds = 0;
+    for (const Gemm& g : gemms) {
+        const int m = static_cast<int>(std::lround(g.m)), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+        if (m < 1 || n < 1 || k < 1 || g.count <= 0) continue;
+        flops += g.flops();
+        seconds += g.flops() / (machine_gemm_gflops(m, n, k) * 1e9);
+    }
+    return seconds > 0 ? flops / seconds * 1e-9 : 0.0;
+}
+
+/// Sum over the positions 1..T of a sequence of a per-token count f(context)
+/// that is affine in the context (every FLOP count here is).
+template <class F>
+double causal_sum(F&& f, double tokens) {
+    const double f0 = static_cast<double>(f(0)), slope = static_cast<double>(f(1)) - f0;
+    return tokens * f0 + slope * tokens * (tokens + 1) / 2;
+}
+
+/// Fills v with N(0, stddev) values from a fixed seed (any storage type).
+template <class T>
+void fill_normal(std::span<T> v, double stddev, std::uint64_t seed) {
+    std::mt19937_64 gen(seed);
+    std::normal_distribution<float> dist(0.0f, static_cast<float>(stddev));
+    for (T& x : v) x = cpx::from_float<T>(dist(gen));
+}
+
+template <class T>
+std::vector<T> normal_vector(std::size_t n, double stddev, std::uint64_t seed) {
+    std::vector<T> v(n);
+    fill_normal<T>(v, stddev, seed);
+    return v;
+}
+
+/// Registers a benchmark under a full name ("group/variant/shape/param:value/...")
+/// with the suite's defaults: wall-clock time (the work is multi-threaded), in ms.
+inline benchmark::internal::Benchmark* add(const std::string& name, std::function<void(benchmark::State&)> fn) {
+    return benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
+/// Whether the opt-in large shapes (many seconds per iteration) are requested:
+/// environment variable CPX_BENCH_LARGE=1.
+inline bool large_shapes() {
+    const char* v = std::getenv("CPX_BENCH_LARGE");
+    return v && std::string(v) == "1";
+}
+
+/// main() of a suite: registers its benchmarks, records the build in the JSON context, runs.
+inline int bench_main(int argc, char** argv, void (*register_all)()) {
+    register_all();
+    benchmark::AddCustomContext("cpx_compiler", __VERSION__);
+#ifdef CPX_BENCH_FLAGS
+    benchmark::AddCustomContext("cpx_flags", CPX_BENCH_FLAGS);
+#endif
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
+
 /// What one iteration of a benchmark does, for its counters.
 struct Work {
     double tokens = 0;        ///< tokens processed
@@ -92,6 +180,9 @@ void run(benchmark::State& state, const Work& w, Fn&& fn) {
     const double iters = static_cast<double>(state.iterations());
     using benchmark::Counter;
     const double gflops = w.flops * iters / seconds * 1e-9, gbps = w.bytes * iters / seconds * 1e-9;
+    // The work of one iteration itself, so reports can derive bounds exactly.
+    if (w.flops > 0) state.counters["flops_per_iter"] = Counter(w.flops);
+    if (w.bytes > 0) state.counters["bytes_per_iter"] = Counter(w.bytes);
     if (w.tokens > 0) state.counters["tokens_per_s"] = Counter(w.tokens * iters / seconds);
     if (w.flops > 0) state.counters["GFLOP_per_s"] = Counter(gflops);
     if (w.bytes > 0) state.counters["GB_per_s"] = Counter(gbps);

@@ -108,3 +108,17 @@ TEST_CASE("gelu_mlp rejects mismatched weights and short scratch") {
     bad.c_fc_bias = Vector<const float>(m.b_fc.data(), width - 1);
     CHECK_THROWS_AS(cpu::gelu_mlp(xv, bad, Matrix<float>(hidden.data(), rows, width), yv, scratch), ShapeError);
 }
+
+TEST_CASE("gelu_mlp over many rows (the threaded bias and GELU loops) matches the double reference") {
+    // 300 rows x 256 hidden units crosses the 65536-element threshold of both row loops.
+    const int d = 256, width = 256, rows = 300;
+    const MlpData m(d, width, 81);
+    auto x = testing::random_normal(rows * d, 85);
+    std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
+    auto y = testing::poisoned<float>(rows * d);
+    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
+                  Matrix<float>(y.data(), rows, d), scratch);
+    // Inner sizes of 256: fp32 sums stay near 1e-6 relative; 1e-5 leaves room.
+    CHECK(testing::relative_error(y, m.reference(x, rows, true)) < 1e-5);
+}

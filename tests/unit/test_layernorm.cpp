@@ -71,3 +71,14 @@ TEST_CASE("layernorm rejects weight, bias or output of the wrong shape") {
                                    Matrix<float>(y.data(), 1, 4), 1e-5f),
                     ShapeError);
 }
+
+TEST_CASE("layernorm over many rows (the threaded row loop) matches the double reference, in place too") {
+    const int rows = 200, n = 512;  // 102400 values: above the threshold for splitting rows over threads
+    auto x = testing::random_normal(rows * n, 91, 2.0f, 3.0f);
+    auto w = testing::random_normal(n, 92, 0.5f, 1.0f);
+    auto b = testing::random_normal(n, 93, 0.5f);
+    const auto want = reference_layernorm(x, w, &b, rows, n, 1e-5);
+    cpu::layernorm(Matrix<const float>(x.data(), rows, n), Vector<const float>(w.data(), n),
+                   Vector<const float>(b.data(), n), Matrix<float>(x.data(), rows, n), 1e-5f);
+    CHECK(testing::relative_error(x, want) < 1e-5);
+}

@@ -272,6 +272,29 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
           doctest::Approx((want[0] + want[1]) / 2).epsilon(1e-4));
 }
 
+TEST_CASE("long inputs (the threaded copy, scale and cache-store loops) match the reference") {
+    // 600 rows x 2HD = 128 values: above the layer's threshold for splitting rows over threads.
+    const int T = 600, d = Tiny::hidden, W = Tiny::u_rows;
+    const auto u = orthogonal_u(W, d, 201);
+    const auto x = testing::random_normal(std::size_t(T) * d, 202);
+    const auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.3);
+    cpu::PrismAttention<Tiny> layer(T);
+    // Softmax over up to 600 keys and GEMMs with inner size 128: ~1e-6 observed; the fp32 bar is 1e-4.
+    CHECK(testing::relative_error(run_layer(layer, x, T, u, 0.3f), want) < 1e-4);
+
+    // Through a cache, in two chunks of 300 rows (each stored with the threaded loop).
+    // (Position-major storage of T rows: longer than TinyPrism's context, which a KVCache enforces.)
+    std::vector<float> k(std::size_t(T) * W), v(std::size_t(T) * W);
+    const auto heads = [&](std::vector<float>& m) { return cpu::packed_heads(m.data(), T, Tiny::physical_heads, Tiny::head_dim); };
+    auto out = testing::poisoned<float>(std::size_t(T) * d);
+    for (int t0 = 0; t0 < T; t0 += 300) {
+        const cpu::SequenceRows<float> s{0, 300, t0, heads(k), heads(v)};
+        layer.forward({Matrix<const float>(u.data(), W, d), 0.3f}, cpu::rows_of(x.data() + t0 * d, 300, d),
+                      std::span(&s, 1), cpu::rows_of(out.data() + t0 * d, 300, d), cpu::Write::overwrite);
+    }
+    CHECK(testing::relative_error(out, want) < 1e-4);
+}
+
 TEST_CASE("bad input gets clear errors: shapes, positions past the context, sequences without their cache") {
     const int d = Tiny::hidden, W = Tiny::u_rows;
     const auto u = orthogonal_u(W, d, 191);

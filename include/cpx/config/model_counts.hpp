@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cpx/config/complexity_config.hpp"
+#include "cpx/config/prism_attention_shape.hpp"
 #include "cpx/config/prism_config.hpp"
 
 namespace cpx {
@@ -106,5 +107,53 @@ constexpr count_t flops_per_token(count_t context) {
                               2 * count_t{C::mlp_width} * d;
     return 2 * (C::layers * per_layer + count_t{C::vocab} * d);
 }
+
+// ---- the same FLOPs, layer by layer (what a benchmark of one layer counts).
+// For every configuration: flops_per_token(ctx) = layers * (attention(ctx) + mlp)
+// + (layers - 1) * mu_guidance + head (COMPLEXITY-DEEP), and
+// layers * (attention(ctx) + mlp) + head (PRISM).
+
+/// One COMPLEXITY-DEEP attention layer for a token attending to `context` keys:
+/// the q/k/v projections (doubled by the mu terms), o_proj and the two products.
+template <ComplexityConfigType C>
+constexpr count_t attention_flops_per_token(count_t context) {
+    if constexpr (C::attention == AttentionKind::prism) {
+        const count_t u = count_t{2} * C::heads * C::prism_head_dim;
+        return 2 * (2 * u * C::hidden + 2 * u * context);
+    } else {
+        const count_t qkv = count_t{C::hidden} * (C::q_width + 2 * C::kv_width);
+        return 2 * (qkv * (C::use_mu ? 2 : 1) + count_t{C::q_width} * C::hidden +
+                    2 * count_t{C::heads} * C::head_dim * context);
+    }
+}
+
+/// One PRISM attention layer: h = x U^T, out = y U, and the products of 2H heads of dimension D.
+template <PrismAttentionShapeType S>
+constexpr count_t attention_flops_per_token(count_t context) {
+    return 2 * (2 * count_t{S::u_rows} * S::hidden + 2 * count_t{S::u_rows} * context);
+}
+
+/// One COMPLEXITY-DEEP MLP: the expert a token runs (the dense MLP's one), the
+/// shared expert and the learned router's logits.
+template <ComplexityConfigType C>
+constexpr count_t mlp_flops_per_token() {
+    count_t macs = detail::one_expert_params<C>() + detail::shared_expert_params<C>();
+    if constexpr (C::mlp == MlpKind::learned_router) macs += count_t{C::experts} * C::hidden;
+    return 2 * macs;
+}
+
+/// One PRISM (GPT-2) MLP: c_fc and c_proj.
+template <PrismConfigType C>
+constexpr count_t mlp_flops_per_token() { return 2 * 2 * count_t{C::mlp_width} * C::hidden; }
+
+/// One mu-guidance projection (0 without mu guidance).
+template <ComplexityConfigType C>
+constexpr count_t mu_guidance_flops_per_token() { return C::use_mu ? 2 * count_t{C::hidden} * C::hidden : 0; }
+
+/// The tied output head.
+template <ComplexityConfigType C>
+constexpr count_t head_flops_per_token() { return 2 * count_t{C::vocab} * C::hidden; }
+template <PrismConfigType C>
+constexpr count_t head_flops_per_token() { return 2 * count_t{C::vocab} * C::hidden; }
 
 }  // namespace cpx

@@ -46,12 +46,25 @@ void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> h
 
     const Matrix<float> h_view = hidden.rows(0, rows);
     linear<W>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
-    auto h = as_eigen(h_view);
-    if (!w.c_fc_bias.empty()) h.rowwise() += as_eigen(w.c_fc_bias).transpose();
-    h = h.unaryExpr([](float v) { return gelu_erf(v); });
+    // Bias and GELU row by row on every thread: Eigen runs coefficient-wise
+    // expressions on one thread, and the scalar erf is this layer's costliest
+    // non-GEMM work.
+    const float* b_fc = w.c_fc_bias.empty() ? nullptr : w.c_fc_bias.data();
+#pragma omp parallel for schedule(static) if (rows * width > 65536)
+    for (index_t r = 0; r < rows; ++r) {
+        float* h = h_view.data() + r * width;
+        for (index_t j = 0; j < width; ++j) h[j] = gelu_erf(b_fc ? h[j] + b_fc[j] : h[j]);
+    }
 
     linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
-    if (!w.c_proj_bias.empty()) as_eigen(out).rowwise() += as_eigen(w.c_proj_bias).transpose();
+    if (!w.c_proj_bias.empty()) {
+        const float* b = w.c_proj_bias.data();
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+        for (index_t r = 0; r < rows; ++r) {
+            float* o = out.data() + r * d;
+            for (index_t j = 0; j < d; ++j) o[j] += b[j];
+        }
+    }
 }
 
 }  // namespace cpx::cpu

@@ -21,6 +21,7 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
     require<ShapeError>(y.extent(0) == rows && y.extent(1) == n, "layernorm: output is [", y.extent(0), ", ",
                         y.extent(1), "], expected [", rows, ", ", n, "]");
     const bool has_bias = !bias.empty();
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
     for (index_t r = 0; r < rows; ++r) {
         const In* xr = x.data() + r * n;
         // Two passes (mean, then centred squares) keep the variance accurate for

@@ -88,7 +88,10 @@ public:
         const RowBlock<float> h = block_in(h_, n, width);
         const RowBlock<float> rotated = block_in(rotated_, n, width);
         linear<W>(input, w.u, h, Write::overwrite, scratch_);
-        std::copy_n(h.data, n * width, rotated.data);
+        // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
+        // blocks: on one thread they would cap the layer's multi-thread speed-up.
+#pragma omp parallel for schedule(static) if (n * width > 65536)
+        for (index_t r = 0; r < n; ++r) std::copy_n(h.row(r), width, rotated.row(r));
         const auto all_rot = packed_heads(rotated.data, n, 2 * H, D);
         const auto all_h = packed_heads(h.data, n, 2 * H, D);
         const auto all_y = packed_heads(grow(y_, static_cast<std::size_t>(n * width)), n, 2 * H, D);
@@ -182,6 +185,7 @@ private:
     }
 
     static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
+#pragma omp parallel for schedule(static) if (src.rows * src.heads * src.head_dim > 65536)
         for (index_t r = 0; r < src.rows; ++r)
             for (int hd = 0; hd < src.heads; ++hd) {
                 const float* s = src.head(r, hd);

@@ -1,0 +1,245 @@
+// Whole COMPLEXITY-DEEP models (token-routed 187M and 384M, dense 171M and
+// 384M baselines), weights stored as fp32 or bf16 (the KV cache in the same
+// type), through the caller-owned KV caches as a server would run them:
+//   prefill: B sequences of T tokens into empty caches, logits of the last
+//     position only; FLOPs from flops_per_token summed over the causal
+//     positions (the head counted once per sequence); ceiling: Eigen's GEMM
+//     rate of every product's shape (projections over B*T rows, each expert
+//     over its B*T/E rows, attention as [T x T x 64] at half count);
+//   decode: one new token per sequence at a given context (cache length
+//     after the step); bytes: every weight the step reads (one routed expert
+//     per distinct expert among the batch's tokens), in its storage type, plus
+//     the KV cache; ceiling: the memory read rate, so frac_of_bandwidth is the
+//     bandwidth bound's time / our time.
+// Weights are N(0, init std) values tiled from one block of normals (the
+// timing does not depend on them; a full seeded init of 384M values would
+// dominate the suite's run time). The pilot 1.5B is opt-in (CPX_BENCH_LARGE=1).
+#include "bench_support.hpp"
+
+#include <cpx/config/model_counts.hpp>
+#include <cpx/config/presets.hpp>
+#include <cpx/models/complexity_model.hpp>
+
+#include <memory>
+#include <set>
+#include <string>
+
+namespace {
+
+using namespace cpx;
+using cpx::bench::add;
+using cpx::bench::Gemm;
+using cpx::bench::Work;
+
+/// Every tensor at its initialisation scale, values tiled from 1M normals.
+template <ComplexityConfigType C, class W>
+std::unique_ptr<ComplexityWeights<C, W>> make_weights() {
+    auto w = std::make_unique<ComplexityWeights<C, W>>();
+    const auto normals = bench::normal_vector<float>(std::size_t{1} << 20, 1.0, 42);
+    std::vector<float> values;
+    std::size_t next = 0;
+    for (const auto& slot : w->slots()) {
+        values.resize(static_cast<std::size_t>(slot.elements()));
+        for (float& v : values)
+            v = slot.init_std > 0 ? static_cast<float>(slot.init_std) * normals[next++ % normals.size()] : slot.init_value;
+        slot.assign(values);
+    }
+    return w;
+}
+
+/// One model alive at a time (the 384M ones take 1.5 GB in fp32): benchmarks
+/// of one model are registered together, so each is built once.
+struct ModelSlot {
+    std::string key;
+    std::shared_ptr<void> model;
+};
+
+ModelSlot& the_slot() {
+    static ModelSlot slot;
+    return slot;
+}
+
+template <ComplexityConfigType C, class W>
+ComplexityModel<C, W, W>& model(const std::string& key) {
+    ModelSlot& slot = the_slot();
+    if (slot.key != key) {
+        slot.model.reset();
+        slot.model = std::make_shared<ComplexityModel<C, W, W>>(std::move(*make_weights<C, W>()));
+        slot.key = key;
+    }
+    return *static_cast<ComplexityModel<C, W, W>*>(slot.model.get());
+}
+
+std::vector<std::vector<std::int64_t>> random_batch(index_t batch, index_t tokens, std::uint64_t seed) {
+    std::mt19937_64 gen(seed);
+    std::uniform_int_distribution<std::int64_t> dist(0, 31999);
+    std::vector<std::vector<std::int64_t>> b(static_cast<std::size_t>(batch));
+    for (auto& s : b) {
+        s.resize(static_cast<std::size_t>(tokens));
+        for (auto& t : s) t = dist(gen);
+    }
+    return b;
+}
+
+/// Runs `fn` once before the first timed run of a benchmark: workspaces and
+/// caches are sized and first touched outside the measurement.
+template <class Fn>
+void warm_once(const std::string& key, Fn&& fn) {
+    static std::set<std::string> warmed;
+    if (warmed.insert(key).second) fn();
+}
+
+template <class W>
+const char* dtype_name() { return std::is_same_v<W, float> ? "f32" : "bf16"; }
+
+template <ComplexityConfigType C>
+std::vector<Gemm> model_gemms(double batch, double tokens) {
+    const double n = batch * tokens, L = C::layers, d = C::hidden;
+    using Wt = ComplexityWeights<C, float>;
+    std::vector<Gemm> g{{n, double(Wt::qkv_width), double(Wt::input_width), L}, {n, d, double(C::q_width), L},
+                        {tokens, tokens, double(C::head_dim), batch * L * C::heads / 2},
+                        {tokens, double(C::head_dim), tokens, batch * L * C::heads / 2},
+                        {batch, double(C::vocab), d}};
+    if constexpr (C::routed) {
+        const double e = C::experts;
+        g.push_back({n / e, 2.0 * C::expert_width, d, e * L});
+        g.push_back({n / e, d, double(C::expert_width), e * L});
+        if constexpr (C::has_shared_expert) {
+            g.push_back({n, 2.0 * C::shared_width, d, L});
+            g.push_back({n, d, double(C::shared_width), L});
+        }
+        if constexpr (C::mlp == MlpKind::learned_router) g.push_back({n, e, d, L});
+    } else {
+        g.push_back({n, 2.0 * C::expert_width, d, L});
+        g.push_back({n, d, double(C::expert_width), L});
+    }
+    if constexpr (C::use_mu) g.push_back({n, d, d, L - 1});
+    return g;
+}
+
+std::string shape_suffix(const char* what, index_t batch, const char* len_name, index_t len, int threads) {
+    return std::string("/") + what + "/batch:" + std::to_string(batch) + "/" + len_name + ":" + std::to_string(len) +
+           "/threads:" + std::to_string(threads);
+}
+
+template <ComplexityConfigType C, class W>
+void prefill(const std::string& preset, index_t batch, index_t tokens, int threads) {
+    const std::string key = preset + "/" + dtype_name<W>();
+    const std::string name = "model/complexity/" + key + shape_suffix("prefill", batch, "tokens", tokens, threads);
+    add(name, [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        auto& m = model<C, W>(key);
+        const auto seqs = random_batch(batch, tokens, 5);
+        std::vector<typename ComplexityModel<C, W, W>::Tokens> spans(seqs.begin(), seqs.end());
+        std::vector<KVCache<C, W>> caches;
+        for (index_t b = 0; b < batch; ++b) caches.emplace_back(tokens);
+        std::vector<KVCache<C, W>*> cache_ptrs;
+        for (auto& c : caches) cache_ptrs.push_back(&c);
+        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
+        const auto step = [&] {
+            for (auto& c : caches) c.clear();
+            m.extend(cache_ptrs, spans, LogitsAt::last, cpu::rows_of(logits.data(), batch, C::vocab));
+            benchmark::DoNotOptimize(logits.data());
+        };
+        Work work;
+        const double t = static_cast<double>(tokens), b = static_cast<double>(batch);
+        work.tokens = b * t;
+        work.flops = b * (bench::causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, t) -
+                          (t - 1) * static_cast<double>(head_flops_per_token<C>()));
+        work.gemm_ceiling = bench::gemm_ceiling(model_gemms<C>(b, t));
+        warm_once(name, step);
+        bench::run(state, work, step);
+    });
+}
+
+/// Bytes one decode step reads: every layer's weights (routed experts: the
+/// distinct experts of the batch's tokens), the head, the fp32 vectors, the KV cache.
+template <ComplexityConfigType C, class W>
+double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int64_t> next, index_t context) {
+    using Wt = ComplexityWeights<C, W>;
+    const double d = C::hidden, L = C::layers, sw = sizeof(W);
+    double matrices = L * (double(Wt::qkv_width) * Wt::input_width + d * C::q_width) + double(C::vocab) * d;
+    if constexpr (C::mlp == MlpKind::token_routed) {
+        std::set<int> experts;
+        for (std::int64_t t : next) experts.insert(m.weights().token_to_expert[static_cast<std::size_t>(t)]);
+        matrices += L * (3.0 * C::expert_width * d * static_cast<double>(experts.size()) + 3.0 * C::shared_width * d);
+    } else {
+        static_assert(C::mlp == MlpKind::dense_swiglu, "decode bytes are counted for token-routed and dense models");
+        matrices += L * 3.0 * C::expert_width * d;
+    }
+    if constexpr (C::use_mu) matrices += (L - 1) * d * d;  // the last layer's mu is not computed
+    const double vectors = (L * (2 * d + 2.0 * C::head_dim + (C::use_mu ? d : 0)) + d) * sizeof(float);
+    const double kv = static_cast<double>(next.size()) * L * 2 * C::kv_width * static_cast<double>(context) * sw;
+    return matrices * sw + vectors + kv;
+}
+
+template <ComplexityConfigType C, class W>
+void decode(const std::string& preset, index_t batch, index_t context, int threads) {
+    const std::string key = preset + "/" + dtype_name<W>();
+    const std::string name = "model/complexity/" + key + shape_suffix("decode", batch, "context", context, threads);
+    add(name, [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        auto& m = model<C, W>(key);
+        std::vector<KVCache<C, W>> caches;
+        for (index_t b = 0; b < batch; ++b) {
+            caches.emplace_back(context);
+            caches.back().advance(context - 1);  // the earlier positions (zeros: timing only)
+        }
+        std::vector<KVCache<C, W>*> cache_ptrs;
+        for (auto& c : caches) cache_ptrs.push_back(&c);
+        const auto next = random_batch(1, batch, 9)[0];
+        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
+        const auto step = [&] {
+            m.decode(cache_ptrs, next, cpu::rows_of(logits.data(), batch, C::vocab));
+            for (auto& c : caches) c.truncate(context - 1);
+            benchmark::DoNotOptimize(logits.data());
+        };
+        Work work;
+        work.tokens = static_cast<double>(batch);
+        work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
+        work.bytes = decode_bytes<C, W>(m, next, context);
+        work.read_ceiling = bench::machine_read_gbps(threads);
+        warm_once(name, step);
+        bench::run(state, work, step);
+    });
+}
+
+void register_all() {
+    using namespace presets;
+    // 187M (run2): the full sweep in fp32, the main shapes with bf16 weights.
+    for (auto [b, t] : {std::pair<index_t, index_t>{1, 128}, {1, 512}, {1, 2048}, {4, 512}, {16, 128}})
+        prefill<ComplexityDeep187M, float>("187M", b, t, 2);
+    prefill<ComplexityDeep187M, float>("187M", 1, 512, 1);
+    for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, float>("187M", 1, ctx, 2);
+    decode<ComplexityDeep187M, float>("187M", 4, 512, 2);
+    decode<ComplexityDeep187M, float>("187M", 1, 512, 1);
+
+    prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 2);
+    prefill<ComplexityDeep187M, bf16>("187M", 1, 2048, 2);
+    prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
+    for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
+    decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
+
+    // run1 dense baseline.
+    prefill<ComplexityDense171M, float>("171M_dense", 1, 2048, 2);
+    decode<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
+
+    // Table 3 pair: 384M token-routed vs dense.
+    for (index_t t : {512, 2048}) prefill<ComplexityDeep384M, float>("384M", 1, t, 2);
+    for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, float>("384M", 1, ctx, 2);
+    prefill<ComplexityDeep384M, bf16>("384M", 1, 512, 2);
+    for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, bf16>("384M", 1, ctx, 2);
+    for (index_t t : {512, 2048}) prefill<ComplexityDense384M, float>("384M_dense", 1, t, 2);
+    decode<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
+    decode<ComplexityDense384M, bf16>("384M_dense", 1, 512, 2);
+
+    if (bench::large_shapes()) {
+        prefill<ComplexityPilot1_5B, bf16>("1.5B", 1, 512, 2);
+        decode<ComplexityPilot1_5B, bf16>("1.5B", 1, 512, 2);
+        prefill<ComplexityDeep384M, float>("384M", 1, 4096, 2);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cpx::bench::bench_main(argc, argv, register_all); }

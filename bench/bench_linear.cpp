@@ -1,0 +1,124 @@
+// The weight products every projection runs (cpu::linear, y = x W^T), at the
+// models' projection shapes, with fp32 and bf16-stored weights.
+//   prefill (many rows): compute-bound, against Eigen's GEMM of the same shape;
+//   decode (one row): bandwidth-bound, against the memory read rate. The
+//   weights rotate through copies filling 1 GiB so every call reads them from
+//   memory, not from a cache that a benchmark loop would keep warm. Eigen's own
+//   matrix-vector product (single-threaded in Eigen 3.4) is the baseline.
+#include "bench_support.hpp"
+
+#include <cpx/cpu/linear.hpp>
+
+#include <string>
+
+namespace {
+
+using namespace cpx;
+using cpx::bench::add;
+using cpx::bench::Work;
+
+struct Shape {
+    const char* name;  ///< projection/model
+    index_t out, in;
+};
+
+constexpr Shape shapes[] = {
+    {"qkv_mu/187M", 768 + 2 * 256, 2 * 768},    // [q|k|v] from [a|mu]
+    {"o_proj/187M", 768, 768},
+    {"qkv_mu/384M", 1024 + 2 * 256, 2 * 1024},
+    {"o_proj/384M", 1024, 1024},
+    {"u/prism_mini", 2048, 512},                // PRISM's h = x U^T
+};
+
+template <class W>
+const char* dtype_name() { return std::is_same_v<W, float> ? "f32" : "bf16"; }
+
+std::string name_of(const Shape& s, const char* dtype, index_t tokens, int threads) {
+    return std::string("linear/") + s.name + "/" + dtype + "/tokens:" + std::to_string(tokens) +
+           "/threads:" + std::to_string(threads);
+}
+
+template <class W>
+void prefill(const Shape& s, index_t tokens, int threads) {
+    add(name_of(s, dtype_name<W>(), tokens, threads), [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * s.in), 1.0, 1);
+        const auto w = bench::normal_vector<W>(static_cast<std::size_t>(s.out * s.in), 0.02, 2);
+        std::vector<float> y(static_cast<std::size_t>(tokens * s.out));
+        cpu::LinearScratch scratch;
+        Work work;
+        work.tokens = static_cast<double>(tokens);
+        work.flops = 2.0 * static_cast<double>(tokens * s.out * s.in);
+        work.bytes = static_cast<double>(s.out * s.in * sizeof(W));
+        work.gemm_ceiling = bench::gemm_ceiling({{double(tokens), double(s.out), double(s.in)}});
+        bench::run(state, work, [&] {
+            cpu::linear<W>(cpu::rows_of(x.data(), tokens, s.in), cpu::rows_of(w.data(), s.out, s.in),
+                           cpu::rows_of(y.data(), tokens, s.out), cpu::Write::overwrite, scratch);
+            benchmark::DoNotOptimize(y.data());
+        });
+    });
+}
+
+/// Copies of one weight matrix filling 1 GiB, kept for the suite's lifetime
+/// per storage type (the last shape's copies are reused when they fit).
+template <class W>
+std::vector<W>& weight_pool() {
+    static std::vector<W> pool((std::size_t{1} << 30) / sizeof(W), from_float<W>(0.01f));
+    return pool;
+}
+
+/// One row through the projection: ours (threaded over output panels) or Eigen's GEMV.
+template <class W>
+void decode(const Shape& s, int threads, bool eigen_baseline) {
+    const std::string variant = eigen_baseline ? std::string("eigen_gemv") : std::string(dtype_name<W>());
+    add(name_of(s, variant.c_str(), 1, threads), [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        auto& pool = weight_pool<W>();
+        const std::size_t size = static_cast<std::size_t>(s.out * s.in);
+        const std::size_t copies = pool.size() / size;
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(s.in), 1.0, 1);
+        std::vector<float> y(static_cast<std::size_t>(s.out));
+        cpu::LinearScratch scratch;
+        std::size_t next = 0;
+        Work work;
+        work.tokens = 1;
+        work.flops = 2.0 * static_cast<double>(size);
+        work.bytes = static_cast<double>(size * sizeof(W));
+        work.read_ceiling = bench::machine_read_gbps(threads);
+        bench::run(state, work, [&] {
+            const W* w = pool.data() + (next++ % copies) * size;
+            if constexpr (std::is_same_v<W, float>) {
+                if (eigen_baseline) {
+                    using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+                    Eigen::Map<Eigen::VectorXf>(y.data(), s.out).noalias() =
+                        Eigen::Map<const M>(w, s.out, s.in) * Eigen::Map<const Eigen::VectorXf>(x.data(), s.in);
+                    benchmark::DoNotOptimize(y.data());
+                    return;
+                }
+            }
+            cpu::linear<W>(cpu::rows_of(x.data(), 1, s.in), cpu::rows_of(w, s.out, s.in),
+                           cpu::rows_of(y.data(), 1, s.out), cpu::Write::overwrite, scratch);
+            benchmark::DoNotOptimize(y.data());
+        });
+    });
+}
+
+void register_all() {
+    for (const Shape& s : shapes) {
+        for (index_t tokens : {512, 2048}) {
+            prefill<float>(s, tokens, 2);
+            prefill<bf16>(s, tokens, 2);
+        }
+        prefill<float>(s, 2048, 1);
+        prefill<bf16>(s, 2048, 1);
+        for (int threads : {1, 2}) {
+            decode<float>(s, threads, true);
+            decode<float>(s, threads, false);
+            decode<bf16>(s, threads, false);
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cpx::bench::bench_main(argc, argv, register_all); }

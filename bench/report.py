@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""Turns the benchmark JSON into docs/BENCHMARKS.md and PNG plots.
+
+Inputs (a results directory written by scripts/bench.sh): bench_*.json from the
+Google Benchmark suites, pytorch_*.json from bench/python/pytorch_peer.py (same
+layout and case names), machine.json and load_*.json (load average per stage). A case's time is the
+median of its repetitions. The discussion section is bench/report_notes.md,
+copied verbatim when it exists (it is written by hand for a given run).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+# ----------------------------------------------------------------------------- loading
+def load(path):
+    """{case name: {"ms": median time, "min_ms", "reps", counters...}} and the JSON context."""
+    with open(path) as f:
+        data = json.load(f)
+    cases = {}
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b["name"])
+        name = re.sub(r"/real_time$", "", name)
+        rec = cases.setdefault(name, {"reps": []})
+        ms = b["real_time"] * UNIT[b.get("time_unit", "ns")]
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                rec["ms"] = ms
+                rec.update({k: v for k, v in b.items() if isinstance(v, (int, float)) and k not in rec})
+        else:
+            rec["reps"].append(ms)
+            if "first" not in rec:
+                rec["first"] = {k: v for k, v in b.items() if isinstance(v, (int, float))}
+    for rec in cases.values():
+        if "ms" not in rec and rec["reps"]:  # a single repetition has no aggregates
+            rec["ms"] = statistics.median(rec["reps"])
+            for k, v in rec["first"].items():
+                rec.setdefault(k, v)
+        if rec["reps"]:
+            rec["min_ms"] = min(rec["reps"])
+        rec.pop("first", None)
+    return cases, data.get("context", {})
+
+
+def params(name):
+    """'a/b/tokens:512/threads:2' -> {'tokens': 512, 'threads': 2}."""
+    out = {}
+    for part in name.split("/"):
+        if ":" in part:
+            k, v = part.split(":", 1)
+            try:
+                out[k] = int(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def with_param(name, key, value):
+    return re.sub(rf"/{key}:[^/]+", f"/{key}:{value}", name)
+
+
+# ----------------------------------------------------------------------------- formatting
+def fms(x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def fnum(x, digits=3):
+    if x is None:
+        return "–"
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if abs(x) >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.{digits}g}"
+
+
+def fpct(x):
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+
+# ----------------------------------------------------------------------------- the report
+class Report:
+    def __init__(self, results, img_dir, doc_dir):
+        self.ours, self.contexts = {}, {}
+        for path in sorted(glob.glob(os.path.join(results, "bench_*.json"))):
+            cases, ctx = load(path)
+            self.ours.update(cases)
+            self.contexts[os.path.basename(path)] = ctx
+        self.torch, self.torch_ctx = {}, {}
+        for path in sorted(glob.glob(os.path.join(results, "pytorch_*.json"))):
+            cases, ctx = load(path)
+            self.torch.update(cases)
+            self.torch_ctx = ctx
+        self.machine = {}
+        if os.path.exists(os.path.join(results, "machine.json")):
+            with open(os.path.join(results, "machine.json")) as f:
+                self.machine = json.load(f)
+        self.load_events = []
+        for path in glob.glob(os.path.join(results, "load_*.json")):
+            with open(path) as f:
+                self.load_events.append(json.load(f))
+        self.load_events.sort(key=lambda e: e["start"])
+        self.img_dir, self.doc_dir = img_dir, doc_dir
+        self.lines = []
+
+    # -- helpers
+    def o(self, name, key="ms"):
+        r = self.ours.get(name)
+        return None if r is None else r.get(key)
+
+    def t(self, name):
+        r = self.torch.get(name)
+        return None if r is None else r.get("ms")
+
+    def speedup(self, name):
+        a, b = self.o(name), self.t(name)
+        return None if a is None or b is None else b / a
+
+    def names(self, pattern):
+        return [n for n in self.ours if re.search(pattern, n)]
+
+    def emit(self, *text):
+        self.lines.extend(text)
+
+    def img(self, fig, name, alt):
+        os.makedirs(self.img_dir, exist_ok=True)
+        path = os.path.join(self.img_dir, name)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        rel = os.path.relpath(path, self.doc_dir)
+        self.emit(f"![{alt}]({rel})", "")
+
+    # -- sections
+    def header(self):
+        m = self.machine
+        ctx = next(iter(self.contexts.values()), {})
+        self.emit("# Benchmarks", "",
+                  "Generated by `scripts/bench.sh` (suites under `bench/`, PyTorch peer "
+                  "`bench/python/pytorch_peer.py`, this page by `bench/report.py`); the discussion at the end is "
+                  "`bench/report_notes.md`. Re-running the script replaces every number here.", "")
+        self.emit("## Machine, build and method", "")
+        rows = [("CPU", f"{m.get('cpu', '?')} ({m.get('cpus', '?')} vCPUs, {m.get('hypervisor', 'bare metal')} guest)"),
+                ("ISA of note", m.get("flags_avx512", "")), ("L3 (as reported)", m.get("l3", "?")),
+                ("Memory", m.get("memory", "?")), ("Kernel", m.get("kernel", "?")),
+                ("Compiler", ctx.get("cpx_compiler", m.get("compiler", "?"))),
+                ("Flags", f"`{ctx.get('cpx_flags', '?')}`"), ("Eigen", m.get("eigen", "?")),
+                ("Google Benchmark", "1.7 (Debian; its library reports a debug build, which affects only its own "
+                                     "loop overhead)" if ctx.get("library_build_type") == "debug" else
+                 ctx.get("library_build_type", "?")),
+                ("PyTorch", f"{self.torch_ctx.get('torch_version', 'not run')} eager, CPU "
+                            f"({self.torch_ctx.get('python', '')})"),
+                ("Date", m.get("date", ctx.get("date", "?"))), ("Commit", m.get("git", "?"))]
+        self.emit(table(["", ""], rows), "")
+        if self.load_events:
+            self.emit("Load average (1, 5, 15 min) before and after each stage. The machine is shared: other work "
+                      "on its two vCPUs slows every case, and multi-threaded ones most (a thread that loses its "
+                      "core stalls the other at the next barrier).", "")
+            self.emit(table(["stage", "start", "end", "load before", "load after"],
+                            [(e["stage"], e["start"][:19].replace("T", " "), e["end"][11:19], e["load_before"],
+                              e["load_after"]) for e in self.load_events]), "")
+        self.emit(
+            "Method. Each case runs at least the minimum time per repetition, repeated; the time shown is the median "
+            "of the repetitions' mean iteration time (wall clock). Counters: tokens/s; GFLOP/s from the constexpr "
+            "FLOP counts of `cpx/config/model_counts.hpp` (useful work: for the masked dispatch too); GB/s of the "
+            "bytes the work must move; `frac_of_gemm` = GFLOP/s over Eigen's fp32 GEMM rate for the same "
+            "products' shapes measured in the same binary at the same thread count (several products: their "
+            "time-weighted combination); `frac_of_bandwidth` = GB/s over the memory read rate measured in the "
+            "same binary (512 MiB buffer), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
+            "2 bytes. The PyTorch peer runs the same cases (names, shapes, threads) and is timed the same way "
+            "(warm-up, repetitions, median).", "")
+
+    def ceilings(self):
+        rows = []
+        for n in self.names(r"^machine/"):
+            p = params(n)
+            if "eigen_sgemm" in n:
+                rows.append((f"Eigen SGEMM m={p['m']} n={p['n']} k={p['k']}", p["threads"],
+                             f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s"))
+            else:
+                rows.append((f"memory read, {p['mib']} MiB", p["threads"], f"{self.o(n, 'GB_per_s'):.1f} GB/s"))
+        if rows:
+            self.emit("## The machine's limits (bench_machine)", "",
+                      "Every suite measures its own ceilings for its own shapes; these are the reference points.", "")
+            self.emit(table(["what", "threads", "rate"], rows), "")
+
+    def targets(self):
+        self.emit("## Targets (issue: CPU, fp32 arithmetic)", "")
+        summary = []
+
+        # 1. GEMM-bound layers
+        gemm_layers = [n for n in self.names(r"^(linear/.*/f32|mlp/(dense_swiglu|token_routed|learned_router|gelu)/)")
+                       if params(n).get("tokens", 0) >= 512 and self.o(n, "frac_of_gemm") is not None]
+        fr = {n: self.o(n, "frac_of_gemm") for n in gemm_layers}
+        met = [n for n in gemm_layers if fr[n] >= 0.70]
+        if gemm_layers:
+            worst = min(gemm_layers, key=lambda n: fr[n])
+            summary.append(("GEMM-bound layers (fp32 projections and MLPs, prefill) ≥ 70% of the GEMM rate",
+                            f"{len(met)} of {len(gemm_layers)} cases; median {fpct(statistics.median(fr.values()))}, "
+                            f"worst {fpct(fr[worst])} (`{worst}`)", verdict(len(met) == len(gemm_layers)),
+                            f"worst short by {max(0, 70 - 100 * fr[worst]):.0f} points"))
+        # 2. model prefill
+        prefill = [n for n in self.names(r"^model/.*/prefill/") if self.o(n, "frac_of_gemm") is not None
+                   and params(n)["threads"] == 2]
+        if prefill:
+            fr = {n: self.o(n, "frac_of_gemm") for n in prefill}
+            worst = min(prefill, key=lambda n: fr[n])
+            best = max(prefill, key=lambda n: fr[n])
+            ok = [n for n in prefill if fr[n] >= 0.5]
+            summary.append(("Whole-model prefill ≥ 50% of the GEMM rate (2 threads)",
+                            f"{len(ok)} of {len(prefill)}; best {fpct(fr[best])} (`{best}`), worst {fpct(fr[worst])} "
+                            f"(`{worst}`)", verdict(len(ok) == len(prefill)),
+                            f"worst short by {max(0, 50 - 100 * fr[worst]):.0f} points"))
+        # 3. TR / dense
+        ratios = []
+        for n in self.names(r"^mlp/token_routed/384M/"):
+            dn = n.replace("token_routed", "dense_swiglu")
+            if params(n)["tokens"] >= 512 and self.o(dn):
+                ratios.append((n, self.o(n) / self.o(dn)))
+        if ratios:
+            worst = max(ratios, key=lambda r: r[1])
+            summary.append(("Token-routed ÷ iso-parameter dense MLP time ≤ 0.42 (384M, prefill)",
+                            ", ".join(f"{r[1]:.3f} ({params(r[0])['tokens']} tok, {params(r[0])['threads']} thr)"
+                                      for r in ratios), verdict(all(r[1] <= 0.42 for r in ratios)),
+                            f"worst {worst[1]:.3f} vs 0.42 ({100 * (worst[1] / 0.42 - 1):+.0f}%)"))
+        # 4. decode
+        decode = [n for n in self.names(r"^model/.*/decode/") if self.o(n, "frac_of_bandwidth")]
+        if decode:
+            ratio = {n: self.decode_ratio(n) for n in decode}
+            worst = max(decode, key=lambda n: ratio[n])
+            ok = [n for n in decode if ratio[n] <= 1.4]
+            summary.append(("Decode time ≤ 1.4 × the bandwidth bound (bf16 weights at 2 bytes)",
+                            f"{len(ok)} of {len(decode)}; median {statistics.median(ratio.values()):.2f}×, "
+                            f"worst {ratio[worst]:.2f}× (`{worst}`)", verdict(len(ok) == len(decode)),
+                            f"worst {100 * (ratio[worst] / 1.4 - 1):+.0f}% vs 1.4×"))
+        # 5. threads
+        pairs = self.thread_pairs(r"^model/.*/prefill/")
+        if pairs:
+            worst = min(pairs, key=lambda p: p[1])
+            summary.append(("2 threads ≥ 1.7 × 1 thread, whole-model prefill",
+                            ", ".join(f"{s:.2f}× (`{n}`)" for n, s in pairs), verdict(all(s >= 1.7 for _, s in pairs)),
+                            f"worst {worst[1]:.2f}× vs 1.7×"))
+        # 6. PyTorch
+        both = [n for n in self.ours if self.t(n) is not None]
+        if both:
+            sp = {n: self.speedup(n) for n in both}
+            losses = sorted((n for n in both if sp[n] <= 1.0), key=lambda n: sp[n])
+            summary.append(("Faster than PyTorch eager on every layer and model (prefill and decode)",
+                            f"{len(both) - len(losses)} of {len(both)} cases faster; geometric-mean speedup "
+                            f"{math.exp(statistics.mean(math.log(s) for s in sp.values())):.2f}×",
+                            verdict(not losses),
+                            "slower on " + ", ".join(f"`{n}` ({sp[n]:.2f}×)" for n in losses[:8]) +
+                            (f" and {len(losses) - 8} more" if len(losses) > 8 else "") if losses else "none slower"))
+        self.emit(table(["target", "measured", "verdict", "margin"], summary), "")
+
+    def decode_ratio(self, name):
+        """Our median time over the bandwidth bound (bytes / median read ceiling)."""
+        bound_ms = self.o(name, "bytes_per_iter") / 1e6 / self.o(name, "read_ceiling_GB_per_s")
+        return self.o(name) / bound_ms
+
+    def thread_pairs(self, pattern):
+        pairs = []
+        for n in self.names(pattern):
+            if params(n).get("threads") == 1:
+                two = with_param(n, "threads", 2)
+                if self.o(two):
+                    pairs.append((two.replace("/threads:2", ""), self.o(n) / self.o(two)))
+        return pairs
+
+    # -- layer tables
+    def layer_rows(self, pattern, cols):
+        rows = []
+        for n in sorted(self.names(pattern), key=self.sort_key):
+            r = [f"`{n}`", fms(self.o(n)), fnum(self.o(n, "tokens_per_s"))]
+            for c in cols:
+                v = self.o(n, c)
+                r.append(fpct(v) if c.startswith("frac") else fnum(v))
+            r += [fms(self.t(n)), (f"{self.speedup(n):.2f}×" if self.speedup(n) else "–")]
+            rows.append(r)
+        return rows
+
+    @staticmethod
+    def sort_key(n):
+        p = params(n)
+        base = re.sub(r"/[a-z_]+:[^/]+", "", n)
+        return (base, p.get("threads", 0) * -1, p.get("tokens", 0), p.get("context", 0), p.get("batch", 0))
+
+    def layers(self):
+        self.emit("## Layers", "")
+        hdr = lambda extra: ["case", "ms", "tokens/s"] + extra + ["PyTorch ms", "PyTorch ÷ ours"]  # noqa: E731
+        self.emit("### Element-wise (RMSNorm, LayerNorm, RoPE)", "",
+                  "Bandwidth-type work on cache-resident data (a few MB): GB/s is read + write, the fraction is "
+                  "against the DRAM read rate, so it can exceed 100%.", "")
+        self.emit(table(hdr(["GB/s", "of DRAM read"]), self.layer_rows(r"^(rmsnorm|layernorm|rope)/",
+                                                                      ["GB_per_s", "frac_of_bandwidth"])), "")
+        self.emit("### Projections (`cpu::linear`)", "",
+                  "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`) against the "
+                  "memory read rate, weights rotating through 1 GiB of copies. `eigen_gemv` is Eigen's own "
+                  "matrix-vector product (single-threaded in Eigen 3.4) on the same fp32 weights. PyTorch's bf16 "
+                  "column is bf16 arithmetic.", "")
+        self.emit(table(hdr(["GFLOP/s", "of GEMM", "GB/s", "of read"]),
+                        self.layer_rows(r"^linear/", ["GFLOP_per_s", "frac_of_gemm", "GB_per_s", "frac_of_bandwidth"])),
+                  "")
+        self.emit("### Attention", "",
+                  "`mu_gqa` is COMPLEXITY-DEEP's attention with the mu terms (input [a|mu], 2d wide); `gqa_no_mu` the "
+                  "same layer without them (run3). `prism` is PRISM's differential attention, `mha` a standard "
+                  "multi-head attention with the same 4d² parameters. Decode rows: one token through a cache of "
+                  "`context` positions (one layer's weights and cache fit in the caches; GB/s is informative).", "")
+        self.emit(table(hdr(["GFLOP/s", "of GEMM", "GB/s"]),
+                        self.layer_rows(r"^attention/", ["GFLOP_per_s", "frac_of_gemm", "GB_per_s"])), "")
+        self.attention_comparisons()
+        self.emit("### MLPs", "",
+                  "GFLOP/s counts useful work (one expert + shared per token), so the masked dispatch's fraction shows "
+                  "its waste. `tokens:1` rows are one decode row (weights cache-resident at this size).", "")
+        self.emit(table(hdr(["GFLOP/s", "of GEMM"]), self.layer_rows(r"^mlp/", ["GFLOP_per_s", "frac_of_gemm"])), "")
+        self.mlp_comparisons()
+
+    def attention_comparisons(self):
+        rows = []
+        for n in sorted(self.names(r"^attention/mu_gqa/187M/"), key=self.sort_key):
+            other = n.replace("mu_gqa/187M", "gqa_no_mu/177M")
+            if self.o(other):
+                rows.append((f"`{n.replace('attention/mu_gqa/187M/', '')}`", "mu ÷ no mu",
+                             f"{self.o(n) / self.o(other):.3f}",
+                             f"{self.t(n) / self.t(other):.3f}" if self.t(n) and self.t(other) else "–"))
+        for n in sorted(self.names(r"^attention/prism/"), key=self.sort_key):
+            other = n.replace("/prism/", "/mha/")
+            if self.o(other):
+                rows.append((f"`{n.replace('attention/prism/', '')}`", "PRISM ÷ MHA", f"{self.o(n) / self.o(other):.3f}",
+                             f"{self.t(n) / self.t(other):.3f}" if self.t(n) and self.t(other) else "–"))
+        if rows:
+            self.emit("Time ratios of the pairs (ours, and the same ratio in PyTorch):", "")
+            self.emit(table(["case", "ratio", "ours", "PyTorch"], rows), "")
+
+    def mlp_comparisons(self):
+        rows = []
+        for n in sorted(self.names(r"^mlp/dense_swiglu/(384M|171M)/"), key=self.sort_key):
+            p = params(n)
+            preset = n.split("/")[2]
+            routed = n.replace("dense_swiglu", "token_routed").replace("171M", "187M")
+            active = 1600 / 4358 if preset == "384M" else 1024 / 2416
+            r = [f"{preset} vs {'384M' if preset == '384M' else '187M'}", p["tokens"], p["threads"], fms(self.o(n))]
+            for variant in ("token_routed", "learned_router", "masked_dense_dispatch"):
+                v = routed.replace("token_routed", variant)
+                r.append(f"{fms(self.o(v))} ({self.o(v) / self.o(n):.3f})" if self.o(v) else "–")
+            r.append(f"{active:.3f} → ≤ {1.15 * active:.2f}")
+            tr = self.t(routed)
+            r.append(f"{tr / self.t(n):.3f}" if tr and self.t(n) else "–")
+            rows.append(r)
+        if rows:
+            self.emit("Side by side (ms, and in parentheses the time ÷ the dense MLP's); the target is 1.15 × the "
+                      "active-FLOP ratio:", "")
+            self.emit(table(["shapes", "tokens", "threads", "dense ms", "token-routed", "learned router",
+                             "masked dispatch", "active-FLOP ratio → target", "PyTorch TR ÷ dense"], rows), "")
+        self.plot_mlp()
+
+    # -- models
+    def models(self):
+        self.emit("## Models", "", "### Prefill", "",
+                  "B sequences of T tokens into empty KV caches, logits of the last position. The fraction is "
+                  "against Eigen's GEMM rate for every product of the model at these shapes.", "")
+        rows = []
+        for n in sorted(self.names(r"^model/.*/prefill/"), key=self.sort_key):
+            rows.append((f"`{n.replace('model/', '')}`", fms(self.o(n)), fnum(self.o(n, "tokens_per_s")),
+                         fnum(self.o(n, "GFLOP_per_s")), fnum(self.o(n, "gemm_ceiling_GFLOP_per_s")),
+                         fpct(self.o(n, "frac_of_gemm")), fms(self.t(n)),
+                         f"{self.speedup(n):.2f}×" if self.speedup(n) else "–"))
+        self.emit(table(["case", "ms", "tokens/s", "GFLOP/s", "GEMM ceiling", "of GEMM", "PyTorch ms",
+                         "PyTorch ÷ ours"], rows), "")
+        self.emit("### Decode", "",
+                  "One new token per sequence at `context` positions. Bound = bytes read (weights in their storage "
+                  "type, one routed expert per distinct expert, the head, the KV cache) ÷ the measured read rate.", "")
+        rows = []
+        for n in sorted(self.names(r"^model/.*/decode/"), key=self.sort_key):
+            gbps, ceiling = self.o(n, "GB_per_s"), self.o(n, "read_ceiling_GB_per_s")
+            mb = self.o(n, "bytes_per_iter") / 1e6 if self.o(n, "bytes_per_iter") else None
+            bound = mb / ceiling if mb and ceiling else None  # MB / (GB/s) = ms
+            rows.append((f"`{n.replace('model/', '')}`", fms(self.o(n)), fnum(self.o(n, "tokens_per_s")),
+                         fnum(mb), fnum(gbps), fnum(ceiling), fms(bound),
+                         f"{self.decode_ratio(n):.2f}×" if bound else "–", fms(self.t(n)),
+                         f"{self.speedup(n):.2f}×" if self.speedup(n) else "–"))
+        self.emit(table(["case", "ms", "tokens/s", "MB read", "GB/s", "read ceiling GB/s", "bound ms", "ours ÷ bound",
+                         "PyTorch ms", "PyTorch ÷ ours"], rows), "")
+        self.plot_models()
+
+    # -- scaling
+    def scaling(self):
+        self.emit("## Scaling", "", "### Threads (1 → 2)", "")
+        rows = [(f"`{n}`", f"{s:.2f}×", "met" if s >= 1.7 else "missed") for n, s in
+                sorted(self.thread_pairs(r"/(prefill|tokens:(512|2048))/?"), key=lambda p: p[0])]
+        rows += [(f"`{n}`", f"{s:.2f}×", "(decode)") for n, s in sorted(self.thread_pairs(r"/decode/"))]
+        self.emit(table(["case", "2 threads ÷ 1 thread", "≥ 1.7×"], rows), "")
+        self.emit("### Expert count at a fixed active width (800 routed + 800 shared per token, 2048 tokens)", "")
+        rows = []
+        for e in (1, 2, 4, 8, 16):
+            tr, mk = f"mlp/token_routed/experts:{e}/tokens:2048/threads:2", \
+                f"mlp/masked_dense_dispatch/experts:{e}/tokens:2048/threads:2"
+            if self.o(tr):
+                rows.append((e, fms(self.o(tr)), fpct(self.o(tr, "frac_of_gemm")), fms(self.o(mk)),
+                             f"{self.o(mk) / self.o(tr):.2f}×" if self.o(mk) else "–", fms(self.t(tr)), fms(self.t(mk))))
+        self.emit(table(["experts", "token-routed ms", "of GEMM", "masked ms", "masked ÷ routed", "PyTorch routed ms",
+                         "PyTorch masked ms"], rows), "")
+        self.plot_experts()
+        self.emit("### Sequence length", "")
+        self.plot_sequence()
+
+    def versus_torch(self):
+        both = sorted((n for n in self.ours if self.t(n)), key=self.sort_key)
+        if not both:
+            return
+        self.emit("## Against PyTorch eager, every case", "")
+        self.plot_speedups(both)
+
+    # -- plots
+    def plot_mlp(self):
+        variants = ["dense_swiglu", "token_routed", "learned_router", "masked_dense_dispatch"]
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        for ax, tokens in zip(axes, (512, 2048)):
+            names = [f"mlp/{v}/384M/tokens:{tokens}/threads:2" for v in variants]
+            ours = [self.o(n) or 0 for n in names]
+            torch_ = [self.t(n) or 0 for n in names]
+            x = range(len(variants))
+            ax.bar([i - 0.2 for i in x], ours, 0.4, label="cpx")
+            ax.bar([i + 0.2 for i in x], torch_, 0.4, label="PyTorch eager")
+            ax.set_xticks(list(x), ["dense\nI=4358", "token-routed\n4×800+800", "learned\nrouter", "masked\ndispatch"])
+            ax.set_ylabel("ms")
+            ax.set_title(f"384M MLP, {tokens} tokens, 2 threads")
+            ax.legend()
+        self.img(fig, "mlp_384M.png", "384M MLPs")
+
+    def plot_experts(self):
+        es = [1, 2, 4, 8, 16]
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for variant, label in (("token_routed", "token-routed"), ("masked_dense_dispatch", "masked dispatch")):
+            names = [f"mlp/{variant}/experts:{e}/tokens:2048/threads:2" for e in es]
+            ax.plot(es, [self.o(n) for n in names], "o-", label=f"{label}, cpx")
+            if any(self.t(n) for n in names):
+                ax.plot(es, [self.t(n) for n in names], "s--", label=f"{label}, PyTorch")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("experts (active width fixed: 800 + 800 shared)")
+        ax.set_ylabel("ms per 2048 tokens")
+        ax.legend(fontsize=8)
+        self.img(fig, "experts.png", "expert-count scaling")
+
+    def plot_sequence(self):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        series = [("attention/mu_gqa/187M", "mu-GQA 187M"), ("attention/gqa_no_mu/177M", "GQA no mu 177M"),
+                  ("attention/prism/mini", "PRISM mini"), ("attention/mha/mini", "MHA d=512")]
+        for base, label in series:
+            pts = sorted((params(n)["tokens"], self.o(n) / params(n)["tokens"] * 1e3)
+                         for n in self.names("^" + re.escape(base) + r"/tokens:\d+/threads:2$"))
+            if pts:
+                axes[0].plot(*zip(*pts), "o-", label=label)
+        axes[0].set_xscale("log", base=2)
+        axes[0].set_xlabel("tokens")
+        axes[0].set_ylabel("µs per token")
+        axes[0].set_title("attention layers, prefill, 2 threads")
+        axes[0].legend(fontsize=8)
+        for base, label in (("model/complexity/187M/f32", "COMPLEXITY-DEEP 187M"),
+                            ("model/complexity/384M/f32", "384M"), ("model/prism/mini/f32", "PRISM mini")):
+            pts = sorted((params(n)["tokens"], self.o(n, "frac_of_gemm"))
+                         for n in self.names("^" + re.escape(base) + r"/prefill/batch:1/tokens:\d+/threads:2$"))
+            if pts:
+                axes[1].plot(*zip(*pts), "o-", label=label)
+        axes[1].set_xscale("log", base=2)
+        axes[1].set_xlabel("tokens (batch 1)")
+        axes[1].set_ylabel("fraction of GEMM rate")
+        axes[1].set_title("model prefill")
+        axes[1].set_ylim(0, 1)
+        axes[1].legend(fontsize=8)
+        self.img(fig, "sequence.png", "sequence-length scaling")
+
+    def plot_models(self):
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        pre = sorted(self.names(r"^model/.*/prefill/"), key=self.sort_key)
+        axes[0].barh(range(len(pre)), [self.o(n, "frac_of_gemm") or 0 for n in pre])
+        axes[0].set_yticks(range(len(pre)), [n.replace("model/", "").replace("/prefill", "") for n in pre], fontsize=6)
+        axes[0].axvline(0.5, color="k", ls="--", lw=1)
+        axes[0].set_xlabel("fraction of GEMM rate (target ≥ 0.5)")
+        axes[0].invert_yaxis()
+        dec = sorted(self.names(r"^model/.*/decode/"), key=self.sort_key)
+        axes[1].barh(range(len(dec)), [self.decode_ratio(n) if self.o(n, "bytes_per_iter") else 0 for n in dec])
+        axes[1].set_yticks(range(len(dec)), [n.replace("model/", "").replace("/decode", "") for n in dec], fontsize=6)
+        axes[1].axvline(1.4, color="k", ls="--", lw=1)
+        axes[1].set_xlabel("decode time ÷ bandwidth bound (target ≤ 1.4)")
+        axes[1].invert_yaxis()
+        self.img(fig, "models.png", "model prefill and decode against the machine's limits")
+
+    def plot_speedups(self, names):
+        sp = [self.speedup(n) for n in names]
+        fig, ax = plt.subplots(figsize=(8, max(4, 0.13 * len(names))))
+        ax.barh(range(len(names)), sp, color=["tab:green" if s > 1 else "tab:red" for s in sp])
+        ax.set_yticks(range(len(names)), names, fontsize=5)
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("PyTorch eager time ÷ cpx time (> 1: cpx faster)")
+        ax.invert_yaxis()
+        self.img(fig, "vs_pytorch.png", "speedup over PyTorch eager")
+
+    def notes(self, path):
+        if os.path.exists(path):
+            with open(path) as f:
+                self.emit("## Discussion", "", f.read().strip(), "")
+
+    def write(self, out, notes):
+        self.header()
+        self.targets()
+        self.ceilings()
+        self.layers()
+        self.models()
+        self.scaling()
+        self.versus_torch()
+        self.notes(notes)
+        with open(out, "w") as f:
+            f.write("\n".join(self.lines).rstrip() + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="build/bench/results")
+    ap.add_argument("--out", default="docs/BENCHMARKS.md")
+    ap.add_argument("--img", default="docs/img")
+    ap.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_notes.md"))
+    args = ap.parse_args()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    Report(args.results, args.img, os.path.dirname(os.path.abspath(args.out))).write(args.out, args.notes)
+    print(f"wrote {args.out} and plots under {args.img}")
+
+
+if __name__ == "__main__":
+    main()
