@@ -53,6 +53,15 @@ def load(path):
     return cases, data.get("context", {})
 
 
+def load_or_skip(path):
+    """load(), or nothing with a warning for a file a running suite is still writing."""
+    try:
+        return load(path)
+    except (json.JSONDecodeError, KeyError) as e:
+        print(f"report: skipping {path}: {e}")
+        return {}, {}
+
+
 def params(name):
     """'a/b/tokens:512/threads:2' -> {'tokens': 512, 'threads': 2}."""
     out = {}
@@ -112,14 +121,14 @@ class Report:
     def __init__(self, results, img_dir, doc_dir):
         self.ours, self.contexts = {}, {}
         for path in sorted(glob.glob(os.path.join(results, "bench_*.json"))):
-            cases, ctx = load(path)
+            cases, ctx = load_or_skip(path)
             self.ours.update(cases)
             self.contexts[os.path.basename(path)] = ctx
         self.torch, self.torch_ctx = {}, {}
         for path in sorted(glob.glob(os.path.join(results, "pytorch_*.json"))):
-            cases, ctx = load(path)
+            cases, ctx = load_or_skip(path)
             self.torch.update(cases)
-            self.torch_ctx = ctx
+            self.torch_ctx = ctx or self.torch_ctx
         self.machine = {}
         if os.path.exists(os.path.join(results, "machine.json")):
             with open(os.path.join(results, "machine.json")) as f:

@@ -7,6 +7,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/eigen_view.hpp"
+#include "cpx/cpu/gelu.hpp"
 #include "cpx/cpu/linear.hpp"
 #include "cpx/layers/gelu_math.hpp"
 
@@ -46,15 +47,12 @@ void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> h
 
     const Matrix<float> h_view = hidden.rows(0, rows);
     linear<W>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch);
-    // Bias and GELU row by row on every thread: Eigen runs coefficient-wise
-    // expressions on one thread, and the scalar erf is this layer's costliest
-    // non-GEMM work.
+    // Bias and GELU row by row on every thread (Eigen runs coefficient-wise
+    // expressions on one thread), vectorised (cpu/gelu.hpp): one scalar erf per
+    // value was this layer's largest cost after its GEMMs.
     const float* b_fc = w.c_fc_bias.empty() ? nullptr : w.c_fc_bias.data();
 #pragma omp parallel for schedule(static) if (rows * width > 65536)
-    for (index_t r = 0; r < rows; ++r) {
-        float* h = h_view.data() + r * width;
-        for (index_t j = 0; j < width; ++j) h[j] = gelu_erf(b_fc ? h[j] + b_fc[j] : h[j]);
-    }
+    for (index_t r = 0; r < rows; ++r) gelu_erf_inplace(h_view.data() + r * width, b_fc, width);
 
     linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch);
     if (!w.c_proj_bias.empty()) {
