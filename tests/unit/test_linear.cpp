@@ -73,6 +73,39 @@ TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithme
             for (int out : {7, 64, 257}) check_layouts<bf16>(rows, in, out);
 }
 
+TEST_CASE("few-row bf16 products at decode sizes: several panels, odd tails, accumulation") {
+    // Decode's kernels (one to eight rows) split the output into panels per
+    // thread and handle the input in blocks of 32: these sizes leave remainders
+    // in every direction.
+    for (int rows : {1, 8})
+        for (int in : {800, 1061})
+            for (int out : {1027, 2050}) {
+                CAPTURE(rows);
+                CAPTURE(in);
+                CAPTURE(out);
+                auto x = testing::random_normal(rows * in, 7 + rows);
+                const auto ws = stored<bf16>(testing::random_normal(out * in, 8 + out, 0.05f));
+                auto y0 = testing::random_normal(rows * out, 9);
+                cpu::LinearScratch scratch;
+                for (bool input_major : {false, true}) {
+                    CAPTURE(input_major);
+                    auto y = y0;
+                    const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
+                    if (input_major)
+                        cpu::matmul<bf16>(xr, Matrix<const bf16>(ws.data(), in, out), cpu::rows_of(y.data(), rows, out),
+                                          cpu::Write::accumulate, scratch);
+                    else
+                        cpu::linear<bf16>(xr, Matrix<const bf16>(ws.data(), out, in), cpu::rows_of(y.data(), rows, out),
+                                          cpu::Write::accumulate, scratch);
+                    auto want = reference(
+                        x, rows, in, out,
+                        [&](int o, int i) { return double(to_float(input_major ? ws[i * out + o] : ws[o * in + i])); },
+                        &y0);
+                    CHECK(testing::relative_error(y, want) < 1e-5);
+                }
+            }
+}
+
 TEST_CASE("accumulating products add to strided sub-blocks and leave other columns alone") {
     // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of 60.
     const int rows = 6, in = 24, out = 33;

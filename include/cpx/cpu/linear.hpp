@@ -21,6 +21,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/bf16_gemv_avx512.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
 
@@ -199,8 +200,15 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
     if constexpr (!std::is_same_v<W, float>) {
         if (m <= gemv_max_rows) {
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-            for (index_t p = 0; p < panels; ++p)
+            for (index_t p = 0; p < panels; ++p) {
+#ifdef CPX_HAVE_BF16_GEMV_AVX512
+                if constexpr (std::is_same_v<W, bf16>) {
+                    avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    continue;
+                }
+#endif
                 detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
+            }
             return;
         }
         scratch.ensure(static_cast<std::size_t>(pw * in), threads);
@@ -248,6 +256,14 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
         const index_t panels = (out + pw - 1) / pw;
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
+#ifdef CPX_HAVE_BF16_GEMV_AVX512
+            if constexpr (std::is_same_v<W, bf16>) {
+                alignas(cache_line) float acc[avx512::nn_bf16_scratch(gemv_max_rows, nn_panel)];
+                avx512::gemv_rows_nn_bf16<gemv_max_rows>(x, w, y, p * pw, std::min(out, (p + 1) * pw),
+                                                         mode == Write::accumulate, acc);
+                continue;
+            }
+#endif
             alignas(cache_line) float acc[gemv_max_rows * nn_panel];
             detail::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode, acc);
         }
