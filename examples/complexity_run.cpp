@@ -53,6 +53,7 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
         std::printf("checkpoint %s: %s routing%s\n", o.checkpoint.c_str(),
                     report.routing_from_checkpoint ? "the checkpoint's" : "the build-time",
                     report.prefix.empty() ? "" : ", keys prefixed 'model.'");
+        cpx_example::warn_config_keys_not_interpreted(report.config_keys_not_interpreted);
         return w;
     }
     auto w = cpx::ComplexityWeights<Config, W>::random(o.seed);

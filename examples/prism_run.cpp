@@ -38,7 +38,9 @@ using cpx_example::UsageError;
 template <class W>
 cpx::PrismWeights<Config, W> make_weights(const Options& o) {
     if (!o.checkpoint.empty()) {
-        auto w = cpx::load_prism_checkpoint<Config, W>(o.checkpoint);
+        std::vector<std::string> keys_not_interpreted;
+        auto w = cpx::load_prism_checkpoint<Config, W>(o.checkpoint, &keys_not_interpreted);
+        cpx_example::warn_config_keys_not_interpreted(keys_not_interpreted);
         std::printf("checkpoint %s: lambda_q per layer", o.checkpoint.c_str());
         for (const auto& l : w.layers) std::printf(" %.4g", static_cast<double>(l.lambda));
         std::printf("\n");

@@ -44,6 +44,15 @@ struct Options {
     bool attention_distance = false;
 };
 
+/// Warns (stderr) about config.json keys the library read but did not check.
+inline void warn_config_keys_not_interpreted(const std::vector<std::string>& keys) {
+    if (keys.empty()) return;
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    std::fprintf(stderr, "warning: config.json keys not interpreted (the model is run without them): %s\n",
+                 list.c_str());
+}
+
 inline std::string usage(std::string_view program) {
     return "usage: " + std::string(program) +
            " [options]\n"

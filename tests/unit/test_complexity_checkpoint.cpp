@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
@@ -97,8 +98,24 @@ TEST_CASE_TEMPLATE("a saved model reloads to identical weights and logits", C, R
     CheckpointReport report;
     auto loaded = load_complexity_checkpoint<C>(dir.path, &report);
     CHECK(report.config_checked);
+    CHECK(report.config_keys_not_interpreted.empty());
     CHECK(loaded.token_to_expert == w.token_to_expert);
     CHECK(logits_of(std::move(loaded)) == want);
+}
+
+TEST_CASE("config.json keys the library does not know are reported, not silently dropped") {
+    TempDir dir("extra_keys");
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(1), dir.path);
+    std::string text;
+    {
+        std::ifstream in(dir.path / "config.json");
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    text.insert(text.find('{') + 1, "\"top_k\": 2, \"router_jitter\": 0.1,");
+    std::ofstream(dir.path / "config.json") << text;
+    CheckpointReport report;
+    load_complexity_checkpoint<Routed>(dir.path, &report);
+    CHECK(report.config_keys_not_interpreted == std::vector<std::string>{"top_k", "router_jitter"});
 }
 
 TEST_CASE("bf16 weights are saved as BF16 and reload exactly; a sharded save reloads too") {

@@ -7,7 +7,9 @@
 #include <cpx/models/prism_checkpoint.hpp>
 #include <cpx/models/prism_model.hpp>
 
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "temp_dir.hpp"
@@ -82,6 +84,21 @@ TEST_CASE("save then load gives identical weights and identical logits") {
     CHECK(back.layers[1].lambda == w.layers[1].lambda);
     CHECK(back.layers[0].c_proj_bias == w.layers[0].c_proj_bias);
     CHECK(logits_of(back, probe_tokens) == logits_of(w, probe_tokens));
+}
+
+TEST_CASE("config.json keys the library does not know are reported to the caller") {
+    TempDir dir;
+    save_prism_checkpoint(tiny_weights(3), dir.path());
+    std::string text;
+    {
+        std::ifstream in(dir / "config.json");
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    text.insert(text.find('{') + 1, "\"flash\": true,");
+    std::ofstream(dir / "config.json") << text;
+    std::vector<std::string> keys;
+    load_prism_checkpoint<Tiny>(dir.path(), &keys);
+    CHECK(keys == std::vector<std::string>{"flash"});
 }
 
 TEST_CASE("config.json holds the GPTConfig keys of the compiled configuration") {

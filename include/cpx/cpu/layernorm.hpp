@@ -40,9 +40,18 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
         }
         const float inv = layernorm_inverse_std(sum_sq / static_cast<float>(n), eps);
         Out* yr = y.data() + r * n;
-        for (index_t i = 0; i < n; ++i) {
-            const float v = (to_float(xr[i]) - mean) * inv * to_float(weight.data()[i]);
-            yr[i] = from_float<Out>(has_bias ? v + to_float(bias.data()[i]) : v);
+        const W* w = weight.data();
+        // `omp simd`: y may be x itself, but element i is read before it is
+        // written and no other element is involved, so the lanes are independent
+        // (without it the compiler must assume y overlaps x, w and b: 2x slower).
+        if (has_bias) {
+            const W* b = bias.data();
+#pragma omp simd
+            for (index_t i = 0; i < n; ++i)
+                yr[i] = from_float<Out>((to_float(xr[i]) - mean) * inv * to_float(w[i]) + to_float(b[i]));
+        } else {
+#pragma omp simd
+            for (index_t i = 0; i < n; ++i) yr[i] = from_float<Out>((to_float(xr[i]) - mean) * inv * to_float(w[i]));
         }
     }
 }

@@ -197,22 +197,23 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
     const int threads = max_threads();
     const index_t pw = detail::panel_width(m, out, in, threads);
     const index_t panels = (out + pw - 1) / pw;
-    if constexpr (!std::is_same_v<W, float>) {
-        if (m <= gemv_max_rows) {
+    // Few rows go to the fused kernel: 16-bit weights always, fp32 weights from
+    // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-8
+    // rows Eigen runs a small GEMM that first packs every weight panel).
+    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-            for (index_t p = 0; p < panels; ++p) {
+        for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_BF16_GEMV_AVX512
-                if constexpr (std::is_same_v<W, bf16>) {
-                    avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                    continue;
-                }
-#endif
-                detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
+            if constexpr (std::is_same_v<W, bf16>) {
+                avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                continue;
             }
-            return;
+#endif
+            detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
         }
-        scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+        return;
     }
+    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
     const auto xm = detail::eigen_rows(x);
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
     for (index_t p = 0; p < panels; ++p) {

@@ -17,14 +17,19 @@ void rmsnorm(Matrix<const In> x, Vector<const W> weight, Matrix<Out> y, float ep
                         y.extent(1), "], expected [", rows, ", ", n, "]");
     for (index_t r = 0; r < rows; ++r) {
         const In* xr = x.data() + r * n;
+        // SIMD lanes for the sum (one serial chain is add-latency bound); the
+        // scaling loop's lanes are independent even when y is x (see layernorm.hpp).
         float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
         for (index_t i = 0; i < n; ++i) {
             const float v = to_float(xr[i]);
             sum_sq += v * v;
         }
         const float inv = rms_inverse(sum_sq, static_cast<int>(n), eps);
         Out* yr = y.data() + r * n;
-        for (index_t i = 0; i < n; ++i) yr[i] = from_float<Out>(to_float(weight.data()[i]) * (to_float(xr[i]) * inv));
+        const W* w = weight.data();
+#pragma omp simd
+        for (index_t i = 0; i < n; ++i) yr[i] = from_float<Out>(to_float(w[i]) * (to_float(xr[i]) * inv));
     }
 }
 

@@ -10,9 +10,13 @@ namespace cpx::cpu {
 
 namespace detail {
 inline void rmsnorm_vector(const float* x, const float* w, float* y, index_t n, float eps) {
+    // SIMD lanes for the sum (a serial chain is add-latency bound); the scaling
+    // loop's lanes are independent even when y is x.
     float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
     for (index_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
     const float inv = rms_inverse(sum_sq, static_cast<int>(n), eps);
+#pragma omp simd
     for (index_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
 }
 }  // namespace detail

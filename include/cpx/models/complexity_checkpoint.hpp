@@ -57,6 +57,9 @@ struct CheckpointReport {
     bool routing_from_checkpoint = false;           ///< token_to_expert was read from the file
     bool config_checked = false;                    ///< a config.json was found and matched
     std::vector<std::string> ignored;               ///< tensors present but not used
+    /// config.json keys the library does not know, so did not check (a newer
+    /// framework's option, e.g. top_k, may change the model): worth a warning.
+    std::vector<std::string> config_keys_not_interpreted;
 };
 
 struct LoadOptions {
@@ -102,7 +105,8 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     const fs::path config_path =
         (fs::is_directory(path, ec) ? path : path.parent_path()) / "config.json";
     if (fs::exists(config_path, ec)) {
-        io::check_config_file<C>(config_path);
+        const io::ComplexityJsonConfig config = io::check_config_file<C>(config_path);
+        for (const auto& entry : config.unrecognized.as_object()) found.config_keys_not_interpreted.push_back(entry.first);
         found.config_checked = true;
     } else if (options.require_config && fs::is_directory(path, ec)) {
         raise<FormatError>("checkpoint directory '", path.string(), "' has no config.json");

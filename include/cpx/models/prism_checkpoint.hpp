@@ -45,14 +45,20 @@ inline bool is_prism_mask_buffer(std::string_view name) {
 /// Loads a checkpoint (directory, index.json or .safetensors file) into
 /// weights of configuration C stored as W. A directory must hold config.json;
 /// a file is checked against a config.json beside it when there is one.
+/// `config_keys_not_interpreted`, when given, receives the config.json keys the
+/// library does not know and so did not check.
 template <PrismConfigType C, class W = float>
-PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path) {
+PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
+                                         std::vector<std::string>* config_keys_not_interpreted = nullptr) {
     namespace fs = std::filesystem;
     std::error_code ec;
     const bool is_dir = fs::is_directory(path, ec);
     const fs::path config = (is_dir ? path : path.parent_path()) / "config.json";
-    if (fs::exists(config, ec)) io::check_config_file<C>(config);
-    else require<FormatError>(!is_dir, "PRISM checkpoint directory '", path.string(),
+    if (fs::exists(config, ec)) {
+        const io::PrismJsonConfig parsed = io::check_config_file<C>(config);
+        if (config_keys_not_interpreted)
+            for (const auto& entry : parsed.unrecognized.as_object()) config_keys_not_interpreted->push_back(entry.first);
+    } else require<FormatError>(!is_dir, "PRISM checkpoint directory '", path.string(),
                               "' has no config.json (the reference's GPTConfig keys)");
     const io::Checkpoint ckpt = io::Checkpoint::open(path);
 
