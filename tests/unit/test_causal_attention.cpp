@@ -81,6 +81,40 @@ TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, w
     }
 }
 
+TEST_CASE("decode-shaped calls (a few query rows per KV head) match the reference, fp32 and bf16 caches") {
+    // One or two new rows against a long cache, head dims 32-192 and 3 or 4
+    // query heads per KV head: the shapes of the dedicated decode kernel
+    // (AVX-512) and of its fallback, for both storage types.
+    cpu::AttentionWorkspace ws;
+    for (Case c : {Case{12, 4, 64, 1, 511}, Case{16, 4, 64, 1, 300}, Case{8, 4, 128, 2, 77}, Case{6, 2, 192, 1, 40},
+                   Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{12, 4, 64, 2, 50}}) {
+        CAPTURE(c.heads);
+        CAPTURE(c.dim);
+        CAPTURE(c.rows);
+        CAPTURE(c.offset);
+        const index_t keys = c.offset + c.rows;
+        auto q = testing::random_normal(c.rows * c.heads * c.dim, 21, 1.0f);
+        auto k = testing::random_normal(keys * c.kv_heads * c.dim, 22, 1.0f);
+        auto v = testing::random_normal(keys * c.kv_heads * c.dim, 23, 1.0f);
+        const float scale = 1.0f / std::sqrt(float(c.dim));
+        CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
+
+        std::vector<bf16> k16(k.size()), v16(v.size());
+        for (std::size_t i = 0; i < k.size(); ++i) {
+            k16[i] = bf16::from_float(k[i]);
+            v16[i] = bf16::from_float(v[i]);
+            k[i] = k16[i].to_float();
+            v[i] = v16[i].to_float();
+        }
+        auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
+        cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                    cpu::packed_heads(k16.data(), keys, c.kv_heads, c.dim),
+                                    cpu::packed_heads(v16.data(), keys, c.kv_heads, c.dim),
+                                    cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
+        CHECK(testing::relative_error(out, reference_attention(c, q, k, v, scale)) < 1e-5);
+    }
+}
+
 TEST_CASE("keys past the last query's position are never read") {
     const Case c{4, 2, 8, 6, 3};
     const index_t keys = c.offset + c.rows, capacity = keys + 10;

@@ -21,6 +21,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/attention_decode_avx512.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
 
@@ -212,6 +213,31 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 for (int i = 0; i < dq; ++i) dst[i] = scale * src[i];
             }
 
+        const auto normalise = [&] {
+            for (int g = 0; g < groups; ++g)
+                for (index_t r = 0; r < nrows; ++r) {
+                    float* srow = s + (g * nrows + r) * ss;
+                    const index_t position = offset + t0 + r;
+                    detail::masked_softmax_row(srow, position + 1, n);
+                    if constexpr (!std::is_same_v<Observer, NoAttentionObserver>)
+                        observe(pi, kh * groups + g, position, static_cast<const float*>(srow), position + 1);
+                }
+        };
+#ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
+        // Decode (a few stacked query rows): keys and values read once, from the
+        // cache itself, bf16 widened in registers.
+        if constexpr (std::is_same_v<KV, float> || std::is_same_v<KV, bf16>) {
+            if (avx512::decode_kernel_fits(m, dq, dv) && (std::is_same_v<KV, bf16> || m > 1)) {
+                avx512::decode_scores(qg, dq, m, dq, k.head(0, kh), k.row_stride, n, s, ss);
+                normalise();
+                avx512::decode_values(s, ss, m, v.head(0, kh), v.row_stride, n, dv, o, dv);
+                for (int g = 0; g < groups; ++g)
+                    for (index_t r = 0; r < nrows; ++r)
+                        std::copy_n(o + (g * nrows + r) * dv, dv, p.out.head(t0 + r, kh * groups + g));
+                continue;
+            }
+        }
+#endif
         Eigen::Map<detail::RowMajorF> qm(qg, m, dq), om(o, m, dv);
         Eigen::Map<detail::RowMajorF, Eigen::Aligned64, Eigen::OuterStride<>> sm(s, m, n, Eigen::OuterStride<>(ss));
         const float *kbase, *vbase;
@@ -232,14 +258,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
             for (index_t i = 0; i < m; ++i) sm.row(i).noalias() = qm.row(i) * keys.transpose();
         else
             sm.noalias() = qm * keys.transpose();
-        for (int g = 0; g < groups; ++g)
-            for (index_t r = 0; r < nrows; ++r) {
-                float* srow = s + (g * nrows + r) * ss;
-                const index_t position = offset + t0 + r;
-                detail::masked_softmax_row(srow, position + 1, n);
-                if constexpr (!std::is_same_v<Observer, NoAttentionObserver>)
-                    observe(pi, kh * groups + g, position, static_cast<const float*>(srow), position + 1);
-            }
+        normalise();
         if (rowwise)
             for (index_t i = 0; i < m; ++i) om.row(i).noalias() = sm.row(i) * values;
         else

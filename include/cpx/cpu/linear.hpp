@@ -21,7 +21,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
-#include "cpx/cpu/bf16_gemv_avx512.hpp"
+#include "cpx/cpu/gemv_avx512.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
 
@@ -203,9 +203,12 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
-#ifdef CPX_HAVE_BF16_GEMV_AVX512
+#ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16>) {
                 avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                continue;
+            } else if constexpr (std::is_same_v<W, float>) {
+                avx512::gemv_rows_nt_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                 continue;
             }
 #endif
@@ -257,7 +260,7 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
         const index_t panels = (out + pw - 1) / pw;
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
-#ifdef CPX_HAVE_BF16_GEMV_AVX512
+#ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16>) {
                 alignas(cache_line) float acc[avx512::nn_bf16_scratch(gemv_max_rows, nn_panel)];
                 avx512::gemv_rows_nn_bf16<gemv_max_rows>(x, w, y, p * pw, std::min(out, (p + 1) * pw),
