@@ -60,6 +60,16 @@ std::vector<float> run(const Case& c, const std::vector<float>& q, const std::ve
                                  cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
     return out;
 }
+/// Random q, k, v for a case (seeds base, base + 1, base + 2).
+struct Inputs {
+    std::vector<float> q, k, v;
+};
+Inputs random_inputs(const Case& c, unsigned base) {
+    const index_t keys = c.offset + c.rows;
+    return {testing::random_normal(c.rows * c.heads * c.dim, base, 1.0f),
+            testing::random_normal(keys * c.kv_heads * c.dim, base + 1, 1.0f),
+            testing::random_normal(keys * c.kv_heads * c.dim, base + 2, 1.0f)};
+}
 }  // namespace
 
 TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, with and without offset") {
@@ -71,10 +81,7 @@ TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, w
         CAPTURE(c.kv_heads);
         CAPTURE(c.rows);
         CAPTURE(c.offset);
-        const index_t keys = c.offset + c.rows;
-        auto q = testing::random_normal(c.rows * c.heads * c.dim, 1, 1.0f);
-        auto k = testing::random_normal(keys * c.kv_heads * c.dim, 2, 1.0f);
-        auto v = testing::random_normal(keys * c.kv_heads * c.dim, 3, 1.0f);
+        auto [q, k, v] = random_inputs(c, 1);
         const float scale = 1.0f / std::sqrt(float(c.dim));
         // fp32 dot products of <= 64 terms and fp32 softmax sums over <= 130 keys: ~1e-6 relative.
         CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
@@ -93,9 +100,7 @@ TEST_CASE("decode-shaped calls (a few query rows per KV head) match the referenc
         CAPTURE(c.rows);
         CAPTURE(c.offset);
         const index_t keys = c.offset + c.rows;
-        auto q = testing::random_normal(c.rows * c.heads * c.dim, 21, 1.0f);
-        auto k = testing::random_normal(keys * c.kv_heads * c.dim, 22, 1.0f);
-        auto v = testing::random_normal(keys * c.kv_heads * c.dim, 23, 1.0f);
+        auto [q, k, v] = random_inputs(c, 21);
         const float scale = 1.0f / std::sqrt(float(c.dim));
         CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
 
