@@ -17,6 +17,7 @@
 # reads whatever results the directory holds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh --bench
 
 min_time=${BENCH_MIN_TIME:-0.3}
 repetitions=${BENCH_REPETITIONS:-3}

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the build needs and is missing (Debian packages), and nothing
 # else. Safe to re-run: packages already present are left alone.
+#   --bench   also what scripts/bench.sh needs for its plots (python3-matplotlib)
 set -euo pipefail
 
 # python3-torch and python3-numpy: the independent PyTorch reference of the test suite.
 packages=(cmake make g++ libeigen3-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
+for arg in "$@"; do
+    case "$arg" in
+        --bench) packages+=(python3-matplotlib) ;;
+        *) echo "setup: unknown option '$arg' (known: --bench)" >&2; exit 2 ;;
+    esac
+done
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
