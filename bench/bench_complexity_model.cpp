@@ -15,6 +15,7 @@
 // timing does not depend on them; a full seeded init of 384M values would
 // dominate the suite's run time). Shapes taking many seconds per iteration (the
 // 384M pair at 2048 tokens, batch 16, the pilot 1.5B) are opt-in: CPX_BENCH_LARGE=1.
+#include "bench_models.hpp"
 #include "bench_support.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -31,6 +32,9 @@ using namespace cpx;
 using cpx::bench::add;
 using cpx::bench::Gemm;
 using cpx::bench::Work;
+using cpx::bench::dtype_name;
+using cpx::bench::shape_suffix;
+using cpx::bench::warm_once;
 
 /// Every tensor at its initialisation scale, values tiled from 1M normals.
 template <ComplexityConfigType C, class W>
@@ -71,28 +75,6 @@ ComplexityModel<C, W, W>& model(const std::string& key) {
     return *static_cast<ComplexityModel<C, W, W>*>(slot.model.get());
 }
 
-std::vector<std::vector<std::int64_t>> random_batch(index_t batch, index_t tokens, std::uint64_t seed) {
-    std::mt19937_64 gen(seed);
-    std::uniform_int_distribution<std::int64_t> dist(0, 31999);
-    std::vector<std::vector<std::int64_t>> b(static_cast<std::size_t>(batch));
-    for (auto& s : b) {
-        s.resize(static_cast<std::size_t>(tokens));
-        for (auto& t : s) t = dist(gen);
-    }
-    return b;
-}
-
-/// Runs `fn` once before the first timed run of a benchmark: workspaces and
-/// caches are sized and first touched outside the measurement.
-template <class Fn>
-void warm_once(const std::string& key, Fn&& fn) {
-    static std::set<std::string> warmed;
-    if (warmed.insert(key).second) fn();
-}
-
-template <class W>
-const char* dtype_name() { return std::is_same_v<W, float> ? "f32" : "bf16"; }
-
 template <ComplexityConfigType C>
 std::vector<Gemm> model_gemms(double batch, double tokens) {
     const double n = batch * tokens, L = C::layers, d = C::hidden;
@@ -118,11 +100,6 @@ std::vector<Gemm> model_gemms(double batch, double tokens) {
     return g;
 }
 
-std::string shape_suffix(const char* what, index_t batch, const char* len_name, index_t len, int threads) {
-    return std::string("/") + what + "/batch:" + std::to_string(batch) + "/" + len_name + ":" + std::to_string(len) +
-           "/threads:" + std::to_string(threads);
-}
-
 template <ComplexityConfigType C, class W>
 void prefill(const std::string& preset, index_t batch, index_t tokens, int threads) {
     const std::string key = preset + "/" + dtype_name<W>();
@@ -130,18 +107,7 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<C, W>(key);
-        const auto seqs = random_batch(batch, tokens, 5);
-        std::vector<typename ComplexityModel<C, W, W>::Tokens> spans(seqs.begin(), seqs.end());
-        std::vector<KVCache<C, W>> caches;
-        for (index_t b = 0; b < batch; ++b) caches.emplace_back(tokens);
-        std::vector<KVCache<C, W>*> cache_ptrs;
-        for (auto& c : caches) cache_ptrs.push_back(&c);
-        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
-        const auto step = [&] {
-            for (auto& c : caches) c.clear();
-            m.extend(cache_ptrs, spans, LogitsAt::last, cpu::rows_of(logits.data(), batch, C::vocab));
-            benchmark::DoNotOptimize(logits.data());
-        };
+        bench::PrefillStep<ComplexityModel<C, W, W>, KVCache<C, W>> step(m, batch, tokens, C::vocab);
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch);
         work.tokens = b * t;
@@ -181,24 +147,11 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<C, W>(key);
-        std::vector<KVCache<C, W>> caches;
-        for (index_t b = 0; b < batch; ++b) {
-            caches.emplace_back(context);
-            caches.back().advance(context - 1);  // the earlier positions (zeros: timing only)
-        }
-        std::vector<KVCache<C, W>*> cache_ptrs;
-        for (auto& c : caches) cache_ptrs.push_back(&c);
-        const auto next = random_batch(1, batch, 9)[0];
-        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
-        const auto step = [&] {
-            m.decode(cache_ptrs, next, cpu::rows_of(logits.data(), batch, C::vocab));
-            for (auto& c : caches) c.truncate(context - 1);
-            benchmark::DoNotOptimize(logits.data());
-        };
+        bench::DecodeStep<ComplexityModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
         Work work;
         work.tokens = static_cast<double>(batch);
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
-        work.bytes = decode_bytes<C, W>(m, next, context);
+        work.bytes = decode_bytes<C, W>(m, step.next, context);
         work.read_ceiling = bench::machine_read_gbps(threads);
         warm_once(name, step);
         bench::run(state, work, step);

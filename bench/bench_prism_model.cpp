@@ -3,6 +3,7 @@
 // prefill FLOPs from flops_per_token over the causal positions with the tied
 // head once per sequence, against the GEMM rates of its products; decode bytes
 // (all weights, the head, the cache) against the memory read rate.
+#include "bench_models.hpp"
 #include "bench_support.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -10,7 +11,6 @@
 #include <cpx/models/prism_model.hpp>
 
 #include <memory>
-#include <set>
 #include <string>
 
 namespace {
@@ -19,38 +19,16 @@ using namespace cpx;
 using cpx::bench::add;
 using cpx::bench::Gemm;
 using cpx::bench::Work;
+using cpx::bench::dtype_name;
+using cpx::bench::shape_suffix;
+using cpx::bench::warm_once;
 using C = presets::PrismMini;
-
-template <class W>
-const char* dtype_name() { return std::is_same_v<W, float> ? "f32" : "bf16"; }
 
 /// One model per storage type, built on first use (PRISM-mini is ~200 MB in fp32).
 template <class W>
 PrismModel<C, W, W>& model() {
     static PrismModel<C, W, W> m(PrismWeights<C, W>::random(1));
     return m;
-}
-
-std::vector<std::vector<std::int64_t>> random_batch(index_t batch, index_t tokens, std::uint64_t seed) {
-    std::mt19937_64 gen(seed);
-    std::uniform_int_distribution<std::int64_t> dist(0, C::vocab - 1);
-    std::vector<std::vector<std::int64_t>> b(static_cast<std::size_t>(batch));
-    for (auto& s : b) {
-        s.resize(static_cast<std::size_t>(tokens));
-        for (auto& t : s) t = dist(gen);
-    }
-    return b;
-}
-
-template <class Fn>
-void warm_once(const std::string& key, Fn&& fn) {
-    static std::set<std::string> warmed;
-    if (warmed.insert(key).second) fn();
-}
-
-std::string shape_suffix(const char* what, index_t batch, const char* len_name, index_t len, int threads) {
-    return std::string("/") + what + "/batch:" + std::to_string(batch) + "/" + len_name + ":" + std::to_string(len) +
-           "/threads:" + std::to_string(threads);
 }
 
 template <class W>
@@ -60,18 +38,7 @@ void prefill(index_t batch, index_t tokens, int threads) {
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<W>();
-        const auto seqs = random_batch(batch, tokens, 5);
-        std::vector<TokenSpan> spans(seqs.begin(), seqs.end());
-        std::vector<KVCache<C, W>> caches;
-        for (index_t b = 0; b < batch; ++b) caches.emplace_back(tokens);
-        std::vector<KVCache<C, W>*> cache_ptrs;
-        for (auto& c : caches) cache_ptrs.push_back(&c);
-        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
-        const auto step = [&] {
-            for (auto& c : caches) c.clear();
-            m.extend(cache_ptrs, spans, LogitsAt::last, cpu::rows_of(logits.data(), batch, C::vocab));
-            benchmark::DoNotOptimize(logits.data());
-        };
+        bench::PrefillStep<PrismModel<C, W, W>, KVCache<C, W>> step(m, batch, tokens, C::vocab);
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch), n = b * t, d = C::hidden;
         work.tokens = n;
@@ -97,20 +64,7 @@ void decode(index_t batch, index_t context, int threads) {
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<W>();
-        std::vector<KVCache<C, W>> caches;
-        for (index_t b = 0; b < batch; ++b) {
-            caches.emplace_back(context);
-            caches.back().advance(context - 1);  // the earlier positions (zeros: timing only)
-        }
-        std::vector<KVCache<C, W>*> cache_ptrs;
-        for (auto& c : caches) cache_ptrs.push_back(&c);
-        const auto next = random_batch(1, batch, 9)[0];
-        std::vector<float> logits(static_cast<std::size_t>(batch) * C::vocab);
-        const auto step = [&] {
-            m.decode(cache_ptrs, next, cpu::rows_of(logits.data(), batch, C::vocab));
-            for (auto& c : caches) c.truncate(context - 1);
-            benchmark::DoNotOptimize(logits.data());
-        };
+        bench::DecodeStep<PrismModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
         Work work;
         const double d = C::hidden, L = C::layers, sw = sizeof(W);
         work.tokens = static_cast<double>(batch);
