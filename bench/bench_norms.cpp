@@ -21,16 +21,22 @@ std::string suffix(index_t tokens, int threads) {
     return "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(threads);
 }
 
+/// A norm over [tokens, d] fp32 rows: every element read and written once.
+Work norm_work(index_t tokens, index_t d, int threads) {
+    Work work;
+    work.tokens = static_cast<double>(tokens);
+    work.bytes = 2.0 * static_cast<double>(tokens * d) * sizeof(float);
+    work.read_ceiling = bench::machine_read_gbps(threads);
+    return work;
+}
+
 void rmsnorm(index_t d, index_t tokens, int threads) {
     add("rmsnorm/d:" + std::to_string(d) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
         const auto w = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 2);
         std::vector<float> y(x.size());
-        Work work;
-        work.tokens = static_cast<double>(tokens);
-        work.bytes = 2.0 * static_cast<double>(x.size()) * sizeof(float);
-        work.read_ceiling = bench::machine_read_gbps(threads);
+        const Work work = norm_work(tokens, d, threads);
         bench::run(state, work, [&] {
             cpu::rmsnorm_rows(cpu::rows_of(x.data(), tokens, d), w.data(), cpu::rows_of(y.data(), tokens, d), 1e-6f);
             benchmark::DoNotOptimize(y.data());
@@ -45,10 +51,7 @@ void layernorm(index_t d, index_t tokens, int threads) {
         const auto w = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 2);
         const auto b = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 3);
         std::vector<float> y(x.size());
-        Work work;
-        work.tokens = static_cast<double>(tokens);
-        work.bytes = 2.0 * static_cast<double>(x.size()) * sizeof(float);
-        work.read_ceiling = bench::machine_read_gbps(threads);
+        const Work work = norm_work(tokens, d, threads);
         bench::run(state, work, [&] {
             cpu::layernorm<float, float, float>(Matrix<const float>(x.data(), tokens, d), Vector<const float>(w.data(), d),
                                                 Vector<const float>(b.data(), d), Matrix<float>(y.data(), tokens, d),
