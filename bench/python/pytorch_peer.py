@@ -611,6 +611,19 @@ def entry(name, run_type, seconds, iterations, tokens, aggregate=None, repetitio
     return e
 
 
+def batched_and_decode_errors(peer, ref, tokens):
+    """Relative max errors of the peer's last-position logits against the reference's, batched
+    (one forward of every sequence) and through the cache (prefill all but the last token, decode it)."""
+    want = torch.stack([ref.forward(tokens[b])[-1] for b in range(tokens.shape[0])])
+    scale = want.abs().max()
+    err = (peer.forward(tokens) - want).abs().max() / scale
+    T = tokens.shape[1]
+    peer.new_cache(tokens.shape[0], T)
+    peer.forward(tokens[:, :T - 1], 0)
+    err_dec = (peer.forward(tokens[:, T - 1:], T - 1) - want).abs().max() / scale
+    return err, err_dec
+
+
 def check():
     """The batched peers against torch_models.py, tiny configurations, batch 2."""
     torch.manual_seed(3)
@@ -623,26 +636,13 @@ def check():
         peer = ComplexityPeer(c, t, max_positions=64)
         ref = torch_models.ComplexityDeep(c, t)
         tokens = torch.randint(0, 101, (2, 9))
-        got = peer.forward(tokens)
-        want = torch.stack([ref.forward(tokens[b])[-1] for b in range(2)])
-        err = (got - want).abs().max() / want.abs().max()
-        # cache: prefill 8 tokens, decode the 9th
-        peer.new_cache(2, 9)
-        peer.forward(tokens[:, :8], 0)
-        step = peer.forward(tokens[:, 8:], 8)
-        err_dec = (step - want).abs().max() / want.abs().max()
+        err, err_dec = batched_and_decode_errors(peer, ref, tokens)
         print(f"complexity {mlp}: batched {err:.2e}, decode {err_dec:.2e}")
         assert err < 1e-5 and err_dec < 1e-5
     c = dict(PRISM_MINI, n_layer=2, n_head=2, n_embd=32, vocab_size=101, block_size=16)
     t = prism_tensors(c, seed=5)
     peer, ref = PrismPeer(c, t), torch_models.Prism(c, t)
-    tokens = torch.randint(0, 101, (2, 9))
-    got = peer.forward(tokens)
-    want = torch.stack([ref.forward(tokens[b])[-1] for b in range(2)])
-    err = (got - want).abs().max() / want.abs().max()
-    peer.new_cache(2, 9)
-    peer.forward(tokens[:, :8], 0)
-    err_dec = ((peer.forward(tokens[:, 8:], 8) - want).abs().max() / want.abs().max())
+    err, err_dec = batched_and_decode_errors(peer, ref, torch.randint(0, 101, (2, 9)))
     print(f"prism: batched {err:.2e}, decode {err_dec:.2e}")
     assert err < 1e-5 and err_dec < 1e-5
     print("peer implementations agree with torch_models.py")
