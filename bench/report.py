@@ -487,32 +487,30 @@ class Report:
         ax.legend(fontsize=8)
         self.img(fig, "experts.png", "expert-count scaling")
 
+    def plot_series(self, ax, series, suffix, value, labels):
+        """One line per (base name, label): value(name) against the tokens of the cases
+        named base + suffix; labels = (x label, y label, title), x on a log2 scale."""
+        for base, label in series:
+            pts = sorted((params(n)["tokens"], value(n)) for n in self.names("^" + re.escape(base) + suffix))
+            if pts:
+                ax.plot(*zip(*pts), "o-", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(labels[0])
+        ax.set_ylabel(labels[1])
+        ax.set_title(labels[2])
+        ax.legend(fontsize=8)
+
     def plot_sequence(self):
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-        series = [("attention/mu_gqa/187M", "mu-GQA 187M"), ("attention/gqa_no_mu/177M", "GQA no mu 177M"),
-                  ("attention/prism/mini", "PRISM mini"), ("attention/mha/mini", "MHA d=512")]
-        for base, label in series:
-            pts = sorted((params(n)["tokens"], self.o(n) / params(n)["tokens"] * 1e3)
-                         for n in self.names("^" + re.escape(base) + r"/tokens:\d+/threads:2$"))
-            if pts:
-                axes[0].plot(*zip(*pts), "o-", label=label)
-        axes[0].set_xscale("log", base=2)
-        axes[0].set_xlabel("tokens")
-        axes[0].set_ylabel("µs per token")
-        axes[0].set_title("attention layers, prefill, 2 threads")
-        axes[0].legend(fontsize=8)
-        for base, label in (("model/complexity/187M/f32", "COMPLEXITY-DEEP 187M"),
-                            ("model/complexity/384M/f32", "384M"), ("model/prism/mini/f32", "PRISM mini")):
-            pts = sorted((params(n)["tokens"], self.o(n, "frac_of_gemm"))
-                         for n in self.names("^" + re.escape(base) + r"/prefill/batch:1/tokens:\d+/threads:2$"))
-            if pts:
-                axes[1].plot(*zip(*pts), "o-", label=label)
-        axes[1].set_xscale("log", base=2)
-        axes[1].set_xlabel("tokens (batch 1)")
-        axes[1].set_ylabel("fraction of GEMM rate")
-        axes[1].set_title("model prefill")
+        self.plot_series(axes[0], [("attention/mu_gqa/187M", "mu-GQA 187M"), ("attention/gqa_no_mu/177M", "GQA no mu 177M"),
+                                   ("attention/prism/mini", "PRISM mini"), ("attention/mha/mini", "MHA d=512")],
+                         r"/tokens:\d+/threads:2$", lambda n: self.o(n) / params(n)["tokens"] * 1e3,
+                         ("tokens", "µs per token", "attention layers, prefill, 2 threads"))
+        self.plot_series(axes[1], [("model/complexity/187M/f32", "COMPLEXITY-DEEP 187M"),
+                                   ("model/complexity/384M/f32", "384M"), ("model/prism/mini/f32", "PRISM mini")],
+                         r"/prefill/batch:1/tokens:\d+/threads:2$", lambda n: self.o(n, "frac_of_gemm"),
+                         ("tokens (batch 1)", "fraction of GEMM rate", "model prefill"))
         axes[1].set_ylim(0, 1)
-        axes[1].legend(fontsize=8)
         self.img(fig, "sequence.png", "sequence-length scaling")
 
     def plot_models(self):
