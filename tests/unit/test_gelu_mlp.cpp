@@ -43,6 +43,18 @@ struct MlpData {
         return y;
     }
 };
+/// Relative error of gelu_mlp (overwriting a poisoned output) against the
+/// double reference, on `rows` random rows; weights from `seed`, inputs from seed + 4.
+double overwrite_error(int d, int width, int rows, std::uint64_t seed, bool bias) {
+    const MlpData m(d, width, seed);
+    auto x = testing::random_normal(rows * d, seed + 4);
+    std::vector<float> hidden(rows * width);
+    cpu::LinearScratch scratch;
+    auto y = testing::poisoned<float>(rows * d);
+    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(bias), Matrix<float>(hidden.data(), rows, width),
+                  Matrix<float>(y.data(), rows, d), scratch);
+    return testing::relative_error(y, m.reference(x, rows, bias));
+}
 }  // namespace
 
 TEST_CASE("exact GELU matches 0.5 x (1 + erf(x / sqrt 2)), not the tanh approximation") {
@@ -77,27 +89,13 @@ TEST_CASE("the CPU's vectorised GELU stays within the scalar definition's bound 
 
 TEST_CASE("gelu_mlp with biases matches the double reference") {
     const int d = 32, width = 128, rows = 9;
-    const MlpData m(d, width, 41);
-    auto x = testing::random_normal(rows * d, 45);
-    std::vector<float> hidden(rows * width);
-    cpu::LinearScratch scratch;
-    auto y = testing::poisoned<float>(rows * d);
-    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
-                  Matrix<float>(y.data(), rows, d), scratch);
     // Two fp32 GEMMs with inner sizes 32 and 128: ~1e-6 relative; 1e-5 leaves room.
-    CHECK(testing::relative_error(y, m.reference(x, rows, true)) < 1e-5);
+    CHECK(overwrite_error(d, width, rows, 41, true) < 1e-5);
 }
 
 TEST_CASE("gelu_mlp without biases matches the double reference") {
     const int d = 16, width = 64, rows = 5;
-    const MlpData m(d, width, 51);
-    auto x = testing::random_normal(rows * d, 55);
-    std::vector<float> hidden(rows * width);
-    cpu::LinearScratch scratch;
-    auto y = testing::poisoned<float>(rows * d);
-    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(false), Matrix<float>(hidden.data(), rows, width),
-                  Matrix<float>(y.data(), rows, d), scratch);
-    CHECK(testing::relative_error(y, m.reference(x, rows, false)) < 1e-5);
+    CHECK(overwrite_error(d, width, rows, 51, false) < 1e-5);
 }
 
 TEST_CASE("gelu_mlp in accumulate mode adds the MLP to the output (a residual stream), one row or many") {
@@ -137,13 +135,6 @@ TEST_CASE("gelu_mlp rejects mismatched weights and short scratch") {
 TEST_CASE("gelu_mlp over many rows (the threaded bias and GELU loops) matches the double reference") {
     // 300 rows x 256 hidden units crosses the 65536-element threshold of both row loops.
     const int d = 256, width = 256, rows = 300;
-    const MlpData m(d, width, 81);
-    auto x = testing::random_normal(rows * d, 85);
-    std::vector<float> hidden(rows * width);
-    cpu::LinearScratch scratch;
-    auto y = testing::poisoned<float>(rows * d);
-    cpu::gelu_mlp(Matrix<const float>(x.data(), rows, d), m.view(true), Matrix<float>(hidden.data(), rows, width),
-                  Matrix<float>(y.data(), rows, d), scratch);
     // Inner sizes of 256: fp32 sums stay near 1e-6 relative; 1e-5 leaves room.
-    CHECK(testing::relative_error(y, m.reference(x, rows, true)) < 1e-5);
+    CHECK(overwrite_error(d, width, rows, 81, true) < 1e-5);
 }
