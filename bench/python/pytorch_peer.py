@@ -541,15 +541,15 @@ def add_model_cases():
 
         return setup
 
+    def model_cases(base, make, vocab, prefills, decodes):
+        for B, T, threads in prefills:
+            case(f"{base}/prefill/batch:{B}/tokens:{T}/threads:{threads}", threads, B * T)(prefill(make, vocab, B, T))
+        for B, ctx, threads in decodes:
+            case(f"{base}/decode/batch:{B}/context:{ctx}/threads:{threads}", threads, B)(decode(make, vocab, B, ctx))
+
     def complexity(preset, dt, prefills, decodes):
         dtype = torch.float32 if dt == "f32" else torch.bfloat16
-        make = lambda: complexity_model(preset, dtype)  # noqa: E731
-        for B, T, threads in prefills:
-            case(f"model/complexity/{preset}/{dt}/prefill/batch:{B}/tokens:{T}/threads:{threads}", threads, B * T)(
-                prefill(make, VOCAB, B, T))
-        for B, ctx, threads in decodes:
-            case(f"model/complexity/{preset}/{dt}/decode/batch:{B}/context:{ctx}/threads:{threads}", threads, B)(
-                decode(make, VOCAB, B, ctx))
+        model_cases(f"model/complexity/{preset}/{dt}", lambda: complexity_model(preset, dtype), VOCAB, prefills, decodes)
 
     complexity("187M", "f32", [(1, 128, 2), (1, 512, 2), (1, 2048, 2), (4, 512, 2), (1, 512, 1)],
                [(1, 128, 2), (1, 512, 2), (1, 2048, 2), (4, 512, 2), (1, 512, 1)])
@@ -566,12 +566,7 @@ def add_model_cases():
             ("f32", prism_model, ((1, 128, 2), (1, 512, 2), (4, 512, 2), (16, 128, 2), (1, 512, 1)),
              ((1, 128, 2), (1, 512, 2), (4, 512, 2), (1, 512, 1))),
             ("bf16", bf16_prism, ((1, 512, 2),), ((1, 128, 2), (1, 512, 2), (1, 512, 1)))):
-        for B, T, threads in prefills:
-            case(f"model/prism/mini/{dt}/prefill/batch:{B}/tokens:{T}/threads:{threads}", threads, B * T)(
-                prefill(make, V, B, T))
-        for B, ctx, threads in decodes:
-            case(f"model/prism/mini/{dt}/decode/batch:{B}/context:{ctx}/threads:{threads}", threads, B)(
-                decode(make, V, B, ctx))
+        model_cases(f"model/prism/mini/{dt}", make, V, prefills, decodes)
 
 
 # The C++ suite each case belongs to (bench/bench_<suite>.cpp), by name.
