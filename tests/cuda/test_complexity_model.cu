@@ -8,6 +8,8 @@
 
 #include <cpx/cuda/complexity_model.cuh>
 #include <cpx/cuda/graph.cuh>
+#include <cpx/cuda/greedy_decode.cuh>
+#include <cpx/models/generation.hpp>
 
 #include <optional>
 
@@ -170,6 +172,60 @@ TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, rep
         for (int b = 0; b < batch; ++b)
             CHECK_MESSAGE(testing::relative_error(row(got, b, V), row(want, b * total + pos, V)) < 1e-5, "position ", pos);
     }
+}
+
+TEST_CASE("greedy generation closed on the device (argmax into the model's inputs, graph replays) matches a host loop") {
+    using C = testing::ComplexityTiny;
+    const auto w = testing::complexity_case<C>(15, false);
+    const int batch = 3, prompt = 5, steps = 12, V = C::vocab;
+    const auto prompts = random_tokens(batch * prompt, V, 16);
+    gpu::Blas blas;
+    gpu::Stream stream;
+    gpu::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * V);
+
+    // Host loop: download the last logits, pick with cpx::greedy_token, feed back with forward().
+    std::vector<std::int32_t> want(static_cast<std::size_t>(batch) * C::max_positions, -7);
+    {
+        gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * prompt);
+        std::vector<std::int32_t> feed = prompts, starts(batch, 0);
+        for (int s = 0; s <= steps; ++s) {
+            model.forward(blas, feed, batch, starts, logits.data(), gpu::LogitRows::last, stream);
+            model.check(stream);
+            const auto l = logits.download();
+            for (int b = 0; b < batch; ++b) {
+                starts[b] += static_cast<int>(feed.size()) / batch;
+                const auto next = greedy_token(std::span<const float>(l).subspan(static_cast<std::size_t>(b) * V, V));
+                want[static_cast<std::size_t>(b) * C::max_positions + starts[b]] = static_cast<std::int32_t>(next);
+            }
+            feed.assign(batch, 0);
+            for (int b = 0; b < batch; ++b) feed[b] = want[static_cast<std::size_t>(b) * C::max_positions + starts[b]];
+        }
+    }
+
+    // Device loop: the prefill's feedback eagerly, then one captured decode step replayed.
+    gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * prompt);
+    gpu::DeviceBuffer<std::int32_t> history(static_cast<std::size_t>(batch) * C::max_positions);
+    history.upload(std::vector<std::int32_t>(history.size(), -7));
+    auto feedback = [&](int consumed) {
+        gpu::greedy_feedback(logits.data(), batch, V, consumed, model.device_tokens(), model.device_starts(), stream,
+                             history.data(), C::max_positions);
+    };
+    model.forward(blas, prompts, batch, std::vector<std::int32_t>(batch, 0), logits.data(), gpu::LogitRows::last, stream);
+    feedback(prompt);
+    auto decode_step = [&] {
+        model.enqueue(blas, batch, 1, logits.data(), gpu::LogitRows::last, stream);
+        feedback(1);
+    };
+    decode_step();  // eager once before capturing
+    gpu::Graph step = gpu::Graph::capture(stream, decode_step);
+    for (int s = 1; s < steps; ++s) step.launch(stream);
+    model.check(stream);
+    CHECK(history.download() == want);
+
+    // Replaying past the cache capacity: the position error turns the next tokens into -1, and the
+    // check after the loop reports it (nothing is read outside the cache meanwhile).
+    for (int s = 0; s < C::max_positions; ++s) step.launch(stream);
+    CHECK_THROWS_AS(model.check(stream), InputError);
 }
 
 TEST_CASE("the model rejects a routing table of the wrong shape, bad token ids and positions past the context") {

@@ -1,14 +1,18 @@
 // The row and elementwise kernels against double-precision references:
 // LayerNorm, SwiGLU, bias + GELU(erf), bias add, strided RMSNorm, embedding
-// gather (with PRISM's positions) and its device-side token validation.
+// gather (with PRISM's positions) and its device-side token validation,
+// and the device-side greedy step (argmax, positions, token history).
 #include <doctest/doctest.h>
 
 #include <cpx/cuda/activations.cuh>
 #include <cpx/cuda/embedding.cuh>
+#include <cpx/cuda/greedy_decode.cuh>
 #include <cpx/cuda/layernorm.cuh>
 #include <cpx/cuda/rmsnorm.cuh>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cuda_test_support.cuh"
 #include "test_support.hpp"
@@ -181,4 +185,50 @@ TEST_CASE("validate_tokens rejects ids outside the vocabulary on the host") {
     const std::vector<std::int64_t> ok = {0, 5, 9}, bad = {0, 10};
     CHECK_NOTHROW(cuda::validate_tokens<std::int64_t>(ok, 10));
     CHECK_THROWS_AS(cuda::validate_tokens<std::int64_t>(bad, 10), InputError);
+}
+
+TEST_CASE("argmax_rows picks each row's largest logit (lowest index on ties, -1 for a row with a NaN)") {
+    const int rows = 6, vocab = 32000, ld = 32003;
+    auto l = testing::random_normal(rows * ld, 91, 3.0f);
+    l[1 * ld + 17] = 50.0f;  // a tie: the lower index wins
+    l[1 * ld + 31000] = 50.0f;
+    l[2 * ld + 12345] = std::numeric_limits<float>::quiet_NaN();
+    for (int j = 0; j < vocab; ++j) l[3 * ld + j] = -std::numeric_limits<float>::infinity();
+    l[4 * ld + vocab - 1] = std::numeric_limits<float>::infinity();
+    l[5 * ld + vocab] = 1e9f;  // past the row's vocabulary (padding): never picked
+    cuda::DeviceBuffer<float> dl(l);
+    cuda::DeviceBuffer<std::int32_t> out(rows);
+    out.fill_bytes(0x7f);
+    cuda::argmax_rows(dl.data(), rows, vocab, ld, out.data(), nullptr);
+    const auto got = out.download();
+    std::vector<std::int32_t> want(rows);
+    for (int r = 0; r < rows; ++r) {
+        const auto first = l.begin() + static_cast<std::ptrdiff_t>(r) * ld;
+        want[r] = static_cast<std::int32_t>(std::max_element(first, first + vocab) - first);
+    }
+    want[2] = -1;
+    CHECK(want[1] == 17);
+    CHECK(want[3] == 0);
+    CHECK(want[4] == vocab - 1);
+    CHECK(got == want);
+    CHECK_THROWS_AS(cuda::argmax_rows(dl.data(), rows, vocab, vocab - 1, out.data(), nullptr), ShapeError);
+}
+
+TEST_CASE("greedy_feedback moves positions on and records each token at its position") {
+    const int batch = 3, vocab = 10, ld = 8;
+    std::vector<float> l(batch * vocab, 0.0f);
+    l[0 * vocab + 4] = 1.0f;
+    l[1 * vocab + 9] = 1.0f;
+    l[2 * vocab + 2] = 1.0f;
+    cuda::DeviceBuffer<float> dl(l);
+    cuda::DeviceBuffer<std::int32_t> tokens(batch), starts(std::vector<std::int32_t>{0, 3, 7}), history(batch * ld);
+    tokens.fill_bytes(0x7f);
+    history.upload(std::vector<std::int32_t>(batch * ld, -5));
+    cuda::greedy_feedback(dl.data(), batch, vocab, 1, tokens.data(), starts.data(), nullptr, history.data(), ld);
+    CHECK(tokens.download() == std::vector<std::int32_t>{4, 9, 2});
+    CHECK(starts.download() == std::vector<std::int32_t>{1, 4, 8});
+    auto want = std::vector<std::int32_t>(batch * ld, -5);
+    want[0 * ld + 1] = 4;
+    want[1 * ld + 4] = 9;  // sequence 2 is at position 8, past the history row: not written
+    CHECK(history.download() == want);
 }

@@ -198,6 +198,13 @@ public:
 
     KvCache<T>& cache() { return cache_; }
 
+    /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
+    /// start position [max_batch]. A device-side decoding loop writes the next step's
+    /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
+    /// written this way are still checked by the kernels (NaN rows + a status record).
+    std::int32_t* device_tokens() { return tokens_.data(); }
+    std::int32_t* device_starts() { return starts_.data(); }
+
 private:
     struct Layer {
         DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
