@@ -1,7 +1,8 @@
 // The fused causal attention kernel against a double-precision softmax over
 // the same cache contents: prefill, a chunk appended at an offset, decode of
 // sequences at different positions, GQA groups, head dims 16 to 128, and
-// PRISM's signal/noise heads (q = k, noise heads scaled by -lambda) in one launch.
+// PRISM's signal/noise heads (q = k, noise heads scaled by -lambda) in one launch;
+// each also with the keys split into chunks merged by a second kernel.
 #include <doctest/doctest.h>
 
 #include <cpx/cuda/attention.cuh>
@@ -55,13 +56,14 @@ struct Fixture {
 
     // Runs attention for S queries per sequence at the starts; returns the relative error.
     double attend(int S, const std::vector<std::int32_t>& starts, const std::vector<float>& q,
-                  cuda::AttentionOptions opt = {}) {
+                  cuda::AttentionOptions opt = {}, cuda::AttentionSplits* splits = nullptr) {
         const int rows = batch * S, width = heads * D, groups = heads / kv_heads;
         auto dq = testing::upload_as<T>(q);
         auto dout = testing::poisoned_device<T>(rows * width);
         cuda::DeviceBuffer<std::int32_t> dstart(starts);
         cuda::causal_attention<T>(StridedMatrix<const T>(dq.data(), rows, width, width), cache.layer(0),
-                                  StridedMatrix<T>(dout.data(), rows, width, width), heads, S, dstart.data(), opt);
+                                  StridedMatrix<T>(dout.data(), rows, width, width), heads, S, dstart.data(), opt, {},
+                                  nullptr, splits);
         CPX_CUDA_CHECK(cudaDeviceSynchronize());
         const double scale = opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(double(D));
         std::vector<double> want(rows * width);
@@ -180,5 +182,76 @@ TEST_CASE("attention rejects head counts that are not whole GQA groups") {
     cuda::DeviceBuffer<std::int32_t> start(1);
     CHECK_THROWS_AS(cuda::causal_attention<float>(StridedMatrix<const float>(q.data(), 1, 256, 256), cache.layer(0),
                                                   StridedMatrix<float>(out.data(), 1, 256, 256), 4, 1, start.data()),
+                    ShapeError);
+}
+
+// ---- key splits (flash-decoding): the same results with the keys in chunks.
+
+cuda::AttentionOptions with_splits(int n) {
+    cuda::AttentionOptions opt;
+    opt.key_splits = n;
+    return opt;
+}
+
+TEST_CASE("key splits: forced chunk counts give the unsplit results (chunks empty or partly visible)") {
+    Fixture<float> f(2, 6, 2, 64, 200);
+    cuda::AttentionSplits ws(64, 100000);
+    f.append(20, {0, 0}, 30);
+    for (int n : {2, 3, 7})  // capacity 200 in n chunks: early queries see only the first chunk
+        CHECK_MESSAGE(f.attend(20, {0, 0}, f.queries(20, 31), with_splits(n), &ws) < 1e-5, n, " splits");
+    f.append(13, {20, 20}, 32);
+    CHECK(f.attend(13, {20, 20}, f.queries(13, 33), with_splits(4), &ws) < 1e-5);
+    f.append(1, {33, 5}, 34);  // decode at different positions: sequence 1 leaves most chunks empty
+    CHECK(f.attend(1, {33, 5}, f.queries(1, 35), with_splits(7), &ws) < 1e-5);
+}
+
+TEST_CASE("key splits: the automatic choice for decode, bf16, head dims 16 to 128, MQA") {
+    for (int D : {16, 32, 64, 128}) {
+        Fixture<float> f(1, 4, 1, D, 700);
+        cuda::AttentionSplits ws(128);
+        f.append(600, {0}, 40);
+        f.append(1, {600}, 41);
+        CHECK_MESSAGE(f.attend(1, {600}, f.queries(1, 42), {}, &ws) < 1e-5, "head dim ", D);
+    }
+    Fixture<bf16> f(1, 16, 4, 64, 4096);  // the 384M model's attention at a long context
+    cuda::AttentionSplits ws(64);
+    f.append(2047, {0}, 43);
+    f.append(1, {2047}, 44);
+    CHECK(f.attend(1, {2047}, f.queries(1, 45), {}, &ws) < 2e-2);
+}
+
+TEST_CASE("key splits: PRISM's scaled noise heads and large scores") {
+    const int H = 2, D = 32, S = 25;
+    Fixture<float> f(2, 2 * H, 2 * H, D, 96);
+    cuda::AttentionSplits ws(32);
+    const auto qk = f.append(S, {0, 0}, 46);
+    auto opt = with_splits(3);
+    opt.scaled_head_begin = H;
+    opt.scaled_head_factor = -0.05f;
+    CHECK(f.attend(S, {0, 0}, qk, opt, &ws) < 1e-5);
+    Fixture<float> g(1, 2, 2, 32, 70);
+    g.append(70, {0}, 47);
+    CHECK(g.attend(70, {0}, g.queries(70, 48, 30.0f), with_splits(3), &ws) < 1e-4);  // 1e-4: see the unsplit case
+}
+
+TEST_CASE("key splits: positions past the cache still give NaN rows, and bad split requests are refused") {
+    Fixture<float> f(1, 2, 2, 64, 64);
+    f.append(64, {0}, 49);
+    cuda::AttentionSplits ws(64, 64);
+    auto dq = testing::upload_as<float>(f.queries(2, 50));
+    auto dout = testing::poisoned_device<float>(2 * 2 * 64);
+    cuda::DeviceBuffer<std::int32_t> dstart(std::vector<std::int32_t>{63});  // positions 63, 64: 64 is past the end
+    cuda::DeviceStatus status;
+    const StridedMatrix<const float> q(dq.data(), 2, 128, 128);
+    const StridedMatrix<float> out(dout.data(), 2, 128, 128);
+    cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(2), status.view(), nullptr,
+                                  &ws);
+    CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
+    for (float v : dout.download()) CHECK(std::isnan(v));
+    // 2 rows x 2 heads x 17 chunks > 64 states; splits without a workspace.
+    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(17), {},
+                                                  nullptr, &ws),
+                    ShapeError);
+    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(2)),
                     ShapeError);
 }

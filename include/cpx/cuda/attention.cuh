@@ -17,13 +17,26 @@
 //   m' = max(m, max_j s_j), o = o * e^(m - m') + sum_j e^(s_j - m') v_j, l likewise.
 // fp32 arithmetic throughout. CPU twin: the double loop in the test and the
 // CPU attention layers.
+//
+// Key splits (flash-decoding): when the grid above has fewer blocks than the
+// device has multiprocessors (decode of a few sequences: batch x KV heads
+// blocks), the keys are also split into chunks across blocks. Each block then
+// writes its slots' partial state (m, l, o) to an AttentionSplits workspace and
+// a second kernel merges the chunks:
+//   M = max_s m_s,  l = sum_s l_s e^(m_s - M),  out = sum_s o_s e^(m_s - M) / l.
+// The split count is chosen on the host from host values only (shapes, cache
+// capacity, the device's multiprocessor count), so a captured decode step keeps
+// it; chunks past a sequence's last key exit at once.
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/check.cuh"
+#include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/reduce.cuh"
@@ -49,6 +62,9 @@ struct AttentionArgs {
     int scaled_head_begin;
     float scaled_head_factor;
     StatusView status;
+    int splits;      // key chunks per slot block (1: no split, out is written directly)
+    int chunk;       // keys per chunk, a multiple of attention_keys
+    float* partial;  // splits > 1: [rows][heads][splits][D + 2] = o (unnormalised), m, l
 };
 
 template <int D, class T>
@@ -56,7 +72,8 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
     static_assert(D % 16 == 0 && D <= 128, "head dims are multiples of 16 up to 128 (shared memory holds 48 KB)");
     constexpr int SL = attention_slots, KT = attention_keys, DL = (D + 31) / 32, SPW = SL / 4;
     const int b = blockIdx.z, g = blockIdx.y;
-    const int slot0 = static_cast<int>(blockIdx.x) * SL;
+    const int split = static_cast<int>(blockIdx.x) % a.splits;
+    const int slot0 = static_cast<int>(blockIdx.x) / a.splits * SL;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int total_slots = a.S * a.groups;
     const int start = a.start_pos[b];
@@ -64,6 +81,10 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
 
     auto slot_row = [&](int slot) { return static_cast<index_t>(b) * a.S + slot / a.groups; };
     auto slot_head = [&](int slot) { return g * a.groups + slot % a.groups; };
+    auto partial_of = [&](int slot) {
+        return a.partial +
+               ((slot_row(slot) * a.heads + slot_head(slot)) * static_cast<index_t>(a.splits) + split) * (D + 2);
+    };
 
     if (start < 0 || start + a.S > a.cache.capacity) {  // block-uniform: no barrier is skipped by part of it
         for (int idx = threadIdx.x; idx < SL * D; idx += attention_threads) {
@@ -71,12 +92,16 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
             if (slot < total_slots)
                 a.out[slot_row(slot) * a.out_ld + static_cast<index_t>(slot_head(slot)) * D + idx % D] =
                     from_float<T>(NAN);
+            if (a.splits > 1 && slot < total_slots && idx % D == 0)  // the merge must not overwrite the NaN rows
+                for (int e = 0; e < D + 2; ++e) partial_of(slot)[e] = NAN;
         }
-        if (threadIdx.x == 0) a.status.position_error(slot_row(slot0));
+        if (threadIdx.x == 0 && split == 0) a.status.position_error(slot_row(slot0));
         return;
     }
     // Keys [0, kv_end) are seen by some slot of this block: the last slot has the largest query.
-    const int kv_end = start + last_slot / a.groups + 1;
+    // This block takes the chunk [kv_begin, kv_end) of them (all of them without splits).
+    const int kv_begin = split * a.chunk;
+    const int kv_end = min(start + last_slot / a.groups + 1, a.splits > 1 ? kv_begin + a.chunk : INT_MAX);
 
     __shared__ float Qs[SL][D];
     __shared__ float Ks[KT][D + 1];  // +1: lane j reads row j, so a column access spreads over the banks
@@ -102,7 +127,7 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
     const T* kh = a.cache.k + head_base;
     const T* vh = a.cache.v + head_base;
 
-    for (int kv0 = 0; kv0 < kv_end; kv0 += KT) {
+    for (int kv0 = kv_begin; kv0 < kv_end; kv0 += KT) {
         __syncthreads();  // the previous tile is consumed (and, the first time, Qs is written)
         for (int idx = threadIdx.x; idx < KT * D; idx += attention_threads) {
             const int j = idx / D, d = idx % D, key = kv0 + j;
@@ -120,7 +145,7 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
             float score = 0.0f;
 #pragma unroll 16
             for (int d = 0; d < D; ++d) score = fmaf(Qs[s][d], Ks[lane][d], score);
-            const bool valid = key <= qpos;  // implies key < kv_end
+            const bool valid = key <= qpos && key < kv_end;
             score = valid ? score * a.scale : -INFINITY;
             const float tile_max = warp_max(score);
             if (tile_max == -INFINITY) continue;  // warp-uniform: no key of this tile is visible to the slot
@@ -142,6 +167,24 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
         }
     }
 
+    if (a.splits > 1) {  // partial state; an empty chunk leaves m = -inf, l = 0, o = 0
+#pragma unroll
+        for (int r = 0; r < SPW; ++r) {
+            const int slot = slot0 + warp * SPW + r;
+            if (slot >= total_slots) continue;
+            float* p = partial_of(slot);
+#pragma unroll
+            for (int t = 0; t < DL; ++t) {
+                const int d = lane + 32 * t;
+                if (D % 32 == 0 || d < D) p[d] = o[r][t];
+            }
+            if (lane == 0) {
+                p[D] = m[r];
+                p[D + 1] = l[r];
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < SPW; ++r) {
         const int slot = slot0 + warp * SPW + r;
@@ -158,6 +201,39 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
     }
 }
 
+/// Merges the key chunks of one (query row, head) per block: see the header comment.
+template <class T>
+__global__ void __launch_bounds__(128)
+    merge_attention_splits(const float* __restrict__ partial, int heads, int D, int splits, T* out, index_t out_ld,
+                           int scaled_head_begin, float scaled_head_factor) {
+    const index_t row = blockIdx.y;
+    const int h = static_cast<int>(blockIdx.x);
+    const float* p = partial + (row * heads + h) * static_cast<index_t>(splits) * (D + 2);
+    float M = -INFINITY;
+    bool nan = false;
+    for (int s = 0; s < splits; ++s) {
+        const float m = p[static_cast<index_t>(s) * (D + 2) + D];
+        nan |= m != m;
+        M = fmaxf(M, m);
+    }
+    float l = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        const float* ps = p + static_cast<index_t>(s) * (D + 2);
+        if (ps[D] != -INFINITY) l += ps[D + 1] * expf(ps[D] - M);
+    }
+    // l >= 1: the chunk holding the maximum contributes e^0 times its l >= 1.
+    const float f = (h >= scaled_head_begin ? scaled_head_factor : 1.0f) / l;
+    T* y = out + row * out_ld + static_cast<index_t>(h) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            const float* ps = p + static_cast<index_t>(s) * (D + 2);
+            if (ps[D] != -INFINITY) acc = fmaf(ps[d], expf(ps[D] - M), acc);
+        }
+        y[d] = from_float<T>(nan ? NAN : acc * f);
+    }
+}
+
 }  // namespace kernels
 
 /// Options of causal_attention beyond the shapes.
@@ -165,18 +241,63 @@ struct AttentionOptions {
     float scale = 0.0f;              ///< score scale; 0 means 1/sqrt(head_dim)
     int scaled_head_begin = -1;      ///< heads from here on are multiplied by the factor; -1: none
     float scaled_head_factor = 1.0f;
+    int key_splits = 0;              ///< with an AttentionSplits workspace: 0 chooses, n >= 1 forces n chunks
 };
+
+/// Workspace of the key-split path: the partial softmax states of up to
+/// `max_partials` (query row, head, chunk) triples of head dim up to
+/// `max_head_dim`, and the device's multiprocessor count, read once here so
+/// that choosing a split count needs no CUDA call inside a forward. The default
+/// size, 64 states per multiprocessor, holds every automatic choice (at most 16
+/// slots per block, about two blocks per multiprocessor).
+class AttentionSplits {
+public:
+    explicit AttentionSplits(int max_head_dim, long long max_partials = 0) : max_head_dim_(max_head_dim) {
+        int device = 0;
+        CPX_CUDA_CHECK(cudaGetDevice(&device));
+        CPX_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device));
+        max_partials_ = max_partials > 0 ? max_partials : 64LL * multiprocessors_;
+        require<ShapeError>(max_head_dim >= 1 && max_partials >= 0, "AttentionSplits: ", max_partials,
+                            " partial states of head dim ", max_head_dim);
+        partial_ = DeviceBuffer<float>(static_cast<std::size_t>(max_partials_) * (max_head_dim + 2));
+    }
+    long long max_partials() const { return max_partials_; }
+    int max_head_dim() const { return max_head_dim_; }
+    int multiprocessors() const { return multiprocessors_; }
+    float* data() { return partial_.data(); }
+
+private:
+    long long max_partials_ = 0;
+    int max_head_dim_;
+    int multiprocessors_ = 0;
+    DeviceBuffer<float> partial_;
+};
+
+namespace detail {
+/// Key chunks for a launch of `blocks` blocks (without splits) of `partials_per_split`
+/// (row, head) states over a cache of `capacity` positions: enough chunks for two
+/// blocks per multiprocessor, each at least one key tile, within the workspace.
+inline int choose_key_splits(long long blocks, long long partials_per_split, int capacity,
+                             const AttentionSplits& ws) {
+    if (blocks >= ws.multiprocessors()) return 1;
+    const long long want = (2LL * ws.multiprocessors() + blocks - 1) / blocks;
+    const long long tiles = (capacity + kernels::attention_keys - 1) / kernels::attention_keys;
+    const long long fit = ws.max_partials() / std::max<long long>(partials_per_split, 1);
+    return static_cast<int>(std::max<long long>(1, std::min({want, tiles, fit})));
+}
+}  // namespace detail
 
 /// Causal attention of the `batch * S` query rows of q ([rows, heads * head_dim],
 /// row b * S + i is query i of sequence b at position start_pos[b] + i) over the
 /// cache layer, whose keys up to each query's position must already hold the
 /// sequence (kv_append the new tokens first). out: [rows, heads * head_dim].
 /// Head dims 16, 32, 64 and 128 are compiled. A sequence whose positions exceed
-/// the cache gives NaN rows and a status record.
+/// the cache gives NaN rows and a status record. With `splits`, launches that
+/// would leave multiprocessors idle split the keys into chunks (see the header).
 template <class T>
 void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads, int S,
                       const std::int32_t* start_pos, AttentionOptions opt = {}, StatusView status = {},
-                      cudaStream_t stream = nullptr) {
+                      cudaStream_t stream = nullptr, AttentionSplits* splits = nullptr) {
     q.validate("causal_attention queries");
     out.validate("causal_attention output");
     const int D = cache.head_dim;
@@ -194,6 +315,24 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
     require<ShapeError>(slot_blocks <= 0x7fffffff && cache.kv_heads <= 65535 && batch <= 65535,
                         "causal_attention: the launch is too large");
     if (batch == 0) return;
+    int key_splits = 1;
+    const long long partials_per_split = q.rows * heads;
+    if (splits) {
+        require<ShapeError>(D <= splits->max_head_dim(), "causal_attention: head dim ", D,
+                            " exceeds the split workspace's ", splits->max_head_dim());
+        key_splits = opt.key_splits > 0 ? opt.key_splits
+                                        : detail::choose_key_splits(slot_blocks * cache.kv_heads * batch,
+                                                                    partials_per_split, cache.capacity, *splits);
+        require<ShapeError>(partials_per_split * key_splits <= splits->max_partials(), "causal_attention: ",
+                            key_splits, " key chunks of ", partials_per_split, " (row, head) states exceed the ",
+                            splits->max_partials(), " the workspace holds");
+        require<ShapeError>(key_splits == 1 || q.rows <= 65535, "causal_attention: ", q.rows,
+                            " query rows are too many to split the keys");
+    } else {
+        require<ShapeError>(opt.key_splits <= 1, "causal_attention: key splits need an AttentionSplits workspace");
+    }
+    const int chunk = (cache.capacity + key_splits - 1) / key_splits;
+    require<ShapeError>(slot_blocks * key_splits <= 0x7fffffff, "causal_attention: the launch is too large");
     kernels::AttentionArgs<T> a{q.data,
                                 q.ld,
                                 cache,
@@ -206,8 +345,11 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
                                 opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D)),
                                 opt.scaled_head_begin < 0 ? heads : opt.scaled_head_begin,
                                 opt.scaled_head_factor,
-                                status};
-    const dim3 grid(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(cache.kv_heads),
+                                status,
+                                key_splits,
+                                (chunk + kernels::attention_keys - 1) / kernels::attention_keys * kernels::attention_keys,
+                                key_splits > 1 ? splits->data() : nullptr};
+    const dim3 grid(static_cast<unsigned>(slot_blocks * key_splits), static_cast<unsigned>(cache.kv_heads),
                     static_cast<unsigned>(batch));
     switch (D) {
         case 16: kernels::causal_attention<16><<<grid, kernels::attention_threads, 0, stream>>>(a); break;
@@ -217,6 +359,12 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
         default: raise<ShapeError>("causal_attention: head dim ", D, " is not compiled (16, 32, 64, 128 are)");
     }
     CPX_CUDA_CHECK_LAUNCH();
+    if (key_splits > 1) {
+        kernels::merge_attention_splits<T><<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(q.rows)), 128, 0,
+                                             stream>>>(splits->data(), heads, D, key_splits, out.data, out.ld,
+                                                       a.scaled_head_begin, a.scaled_head_factor);
+        CPX_CUDA_CHECK_LAUNCH();
+    }
 }
 
 }  // namespace cpx::cuda

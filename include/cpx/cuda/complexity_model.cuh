@@ -145,7 +145,8 @@ public:
             const KvLayer<T> kv = cache_.layer(i);
             kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
                             starts_.data(), status_.view(), stream);
-            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), {}, status_.view(), stream);
+            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), {}, status_.view(), stream,
+                                &splits_);
             linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
                              1.0f, 1.0f, stream);
 
@@ -294,6 +295,7 @@ private:
     int max_batch_, max_rows_;
     RopeTable rope_;
     KvCache<T> cache_;
+    AttentionSplits splits_{hd};  ///< key-split decode attention (few sequences)
     DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> h_;
     DeviceBuffer<T> a_mu_, qkv_, attn_, m_, h_copy_, dense_scratch_;

@@ -136,7 +136,7 @@ public:
             AttentionOptions opt;
             opt.scaled_head_begin = H;
             opt.scaled_head_factor = -l.lambda;
-            causal_attention<T>(rot, kv, y, 2 * H, S, starts_.data(), opt, status_.view(), stream);
+            causal_attention<T>(rot, kv, y, 2 * H, S, starts_.data(), opt, status_.view(), stream, &splits_);
             linear<T, float>(blas, y, U, WeightLayout::in_out, x, out_scale, 1.0f, stream);
 
             layernorm<float, float, T>(x, l.ln_2_w.data(), bias_(l.ln_2_b), normed, C::ln_eps, stream);
@@ -196,6 +196,7 @@ private:
     int max_batch_, max_rows_;
     RopeTable signal_, noise_;
     KvCache<T> cache_;
+    AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
     DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> x_;
     DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
