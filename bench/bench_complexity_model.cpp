@@ -119,25 +119,14 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
     });
 }
 
-/// Bytes one decode step reads: every layer's weights (routed experts: the
-/// distinct experts of the batch's tokens), the head, the fp32 vectors, the KV cache.
+/// Bytes one decode step reads (model_counts.hpp), with the distinct experts of the batch's tokens.
 template <ComplexityConfigType C, class W>
 double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int64_t> next, index_t context) {
-    using Wt = ComplexityWeights<C, W>;
-    const double d = C::hidden, L = C::layers, sw = sizeof(W);
-    double matrices = L * (double(Wt::qkv_width) * Wt::input_width + d * C::q_width) + double(C::vocab) * d;
-    if constexpr (C::mlp == MlpKind::token_routed) {
-        std::set<int> experts;
+    std::set<int> experts;
+    if constexpr (C::mlp == MlpKind::token_routed)
         for (std::int64_t t : next) experts.insert(m.weights().token_to_expert[static_cast<std::size_t>(t)]);
-        matrices += L * (3.0 * C::expert_width * d * static_cast<double>(experts.size()) + 3.0 * C::shared_width * d);
-    } else {
-        static_assert(C::mlp == MlpKind::dense_swiglu, "decode bytes are counted for token-routed and dense models");
-        matrices += L * 3.0 * C::expert_width * d;
-    }
-    if constexpr (C::use_mu) matrices += (L - 1) * d * d;  // the last layer's mu is not computed
-    const double vectors = (L * (2 * d + 2.0 * C::head_dim + (C::use_mu ? d : 0)) + d) * sizeof(float);
-    const double kv = static_cast<double>(next.size()) * L * 2 * C::kv_width * static_cast<double>(context) * sw;
-    return matrices * sw + vectors + kv;
+    return decode_step_bytes<C>(static_cast<int>(experts.size()), static_cast<count_t>(next.size()), context,
+                                static_cast<int>(sizeof(W)));
 }
 
 template <ComplexityConfigType C, class W>

@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_counters.hpp"
 #include "cpx/core/dtype.hpp"
 
 namespace cpx::bench {
@@ -161,39 +162,12 @@ inline int bench_main(int argc, char** argv, void (*register_all)()) {
     return 0;
 }
 
-/// What one iteration of a benchmark does, for its counters.
-struct Work {
-    double tokens = 0;        ///< tokens processed
-    double flops = 0;         ///< floating-point operations (from the constexpr FLOP counts)
-    double bytes = 0;         ///< bytes that must move from memory (weights, KV cache)
-    double gemm_ceiling = 0;  ///< GFLOP/s of Eigen GEMM of the matching shape, measured here (0: n/a)
-    double read_ceiling = 0;  ///< GB/s memory read rate, measured here (0: n/a)
-};
-
-/// Runs the timing loop of `state` over `fn` and sets the suite's counters:
-/// tokens/s, GFLOP/s, GB/s, and the fractions of the ceilings measured in this binary.
+/// Runs the timing loop of `state` over `fn` (wall clock) and sets the suite's counters.
 template <class Fn>
 void run(benchmark::State& state, const Work& w, Fn&& fn) {
     const auto t0 = Clock::now();
     for (auto _ : state) fn();
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double iters = static_cast<double>(state.iterations());
-    using benchmark::Counter;
-    const double gflops = w.flops * iters / seconds * 1e-9, gbps = w.bytes * iters / seconds * 1e-9;
-    // The work of one iteration itself, so reports can derive bounds exactly.
-    if (w.flops > 0) state.counters["flops_per_iter"] = Counter(w.flops);
-    if (w.bytes > 0) state.counters["bytes_per_iter"] = Counter(w.bytes);
-    if (w.tokens > 0) state.counters["tokens_per_s"] = Counter(w.tokens * iters / seconds);
-    if (w.flops > 0) state.counters["GFLOP_per_s"] = Counter(gflops);
-    if (w.bytes > 0) state.counters["GB_per_s"] = Counter(gbps);
-    if (w.gemm_ceiling > 0) {
-        state.counters["gemm_ceiling_GFLOP_per_s"] = Counter(w.gemm_ceiling);
-        state.counters["frac_of_gemm"] = Counter(gflops / w.gemm_ceiling);
-    }
-    if (w.read_ceiling > 0) {
-        state.counters["read_ceiling_GB_per_s"] = Counter(w.read_ceiling);
-        state.counters["frac_of_bandwidth"] = Counter(gbps / w.read_ceiling);
-    }
+    set_counters(state, w, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 }  // namespace cpx::bench

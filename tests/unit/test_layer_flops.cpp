@@ -1,5 +1,6 @@
 // Layer-by-layer FLOP counts: they add up to the whole-model count of every
-// preset, and each one is the hand count of its layer.
+// preset, and each one is the hand count of its layer. Decode bytes: the active
+// parameters plus the KV cache.
 #include <doctest/doctest.h>
 
 #include <cpx/config/model_counts.hpp>
@@ -81,4 +82,22 @@ TEST_CASE("attention FLOPs: projections (mu doubles q/k/v) plus 4 * heads * head
     CHECK(mu_guidance_flops_per_token<Mu>() == 2LL * 768 * 768);
     CHECK(mu_guidance_flops_per_token<NoMu>() == 0);
     CHECK(head_flops_per_token<PrismMini>() == 2LL * 50304 * 512);
+}
+
+TEST_CASE("decode bytes: the active parameters a step reads (not the last mu projection) plus the KV cache") {
+    auto check = [](auto config) {
+        using C = decltype(config);
+        const count_t unused_mu = C::use_mu ? count_t{C::hidden} * C::hidden : 0;
+        CHECK(decode_step_bytes<C>(1, 0, 0, 4) == 4.0 * double(active_parameters<C>() - unused_mu));
+        const double kv = 3.0 * C::layers * 2 * C::kv_width * 100 * 2;  // 3 sequences, 100 positions, bf16
+        CHECK(decode_step_bytes<C>(1, 3, 100, 2) - decode_step_bytes<C>(1, 0, 0, 2) == kv);
+    };
+    check(ComplexityDeep187M{});
+    check(ComplexityNoMu177M{});
+    check(ComplexityDense384M{});
+    check(ComplexityDeep384M{});
+    // Each further distinct expert of a batch adds one expert's three matrices.
+    using C = ComplexityDeep187M;
+    CHECK(decode_step_bytes<C>(3, 4, 0, 2) - decode_step_bytes<C>(1, 4, 0, 2) ==
+          2.0 * 2 * C::layers * 3.0 * C::expert_width * C::hidden);
 }

@@ -156,4 +156,32 @@ constexpr count_t head_flops_per_token() { return 2 * count_t{C::vocab} * C::hid
 template <PrismConfigType C>
 constexpr count_t head_flops_per_token() { return 2 * count_t{C::vocab} * C::hidden; }
 
+// ---- bytes a decode step must read (the bandwidth bound of small-batch decoding).
+
+/// Bytes of one decode step of `sequences` sequences each attending to
+/// `context` cached positions: every matrix the step multiplies (the routed
+/// experts of `distinct_experts` different experts among the batch's tokens;
+/// the dense MLP otherwise; the tied head; the mu projections but the last
+/// layer's, which is never consumed), stored with `weight_bytes` per value,
+/// the fp32 norm and mu vectors, and the K and V caches read, stored like the
+/// weights. With fp32 weights and no cache it is 4 bytes per active parameter
+/// but the last layer's unused mu projection.
+template <ComplexityConfigType C>
+constexpr double decode_step_bytes(int distinct_experts, count_t sequences, count_t context, int weight_bytes) {
+    static_assert(C::mlp == MlpKind::token_routed || C::mlp == MlpKind::dense_swiglu,
+                  "decode bytes are counted for token-routed and dense models");
+    static_assert(C::attention == AttentionKind::mu_gqa, "decode bytes are counted for mu-guided GQA attention");
+    const double d = C::hidden, L = C::layers, input_width = C::use_mu ? 2.0 * C::hidden : d;
+    double matrices = L * (double(C::q_width + 2 * C::kv_width) * input_width + d * C::q_width) + double(C::vocab) * d;
+    if constexpr (C::mlp == MlpKind::token_routed)
+        matrices += L * (3.0 * C::expert_width * d * distinct_experts + 3.0 * C::shared_width * d);
+    else
+        matrices += L * 3.0 * C::expert_width * d;
+    if constexpr (C::use_mu) matrices += (L - 1) * d * d;
+    // Norm weights (2 per layer, q/k norms, the final one) and the mu vectors (per layer, mu_init).
+    const double vectors = (L * (2 * d + 2.0 * C::head_dim + (C::use_mu ? d : 0)) + d + (C::use_mu ? d : 0)) * 4;
+    const double kv = double(sequences) * L * 2 * C::kv_width * double(context) * weight_bytes;
+    return matrices * weight_bytes + vectors + kv;
+}
+
 }  // namespace cpx
