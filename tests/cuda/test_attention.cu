@@ -255,3 +255,74 @@ TEST_CASE("key splits: positions past the cache still give NaN rows, and bad spl
     CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(2)),
                     ShapeError);
 }
+
+// ---- the tensor-core kernel (opt-in): prefill-sized launches of bf16/fp16, head dims 64 and 128.
+// Its softmax weights are rounded to the storage type before P.V, within the 16-bit bound 2e-2.
+
+cuda::AttentionOptions tensor_cores() {
+    cuda::AttentionOptions opt;
+    opt.kernel = cuda::AttentionKernel::tensor_cores;
+    return opt;
+}
+
+template <class T>
+void check_tensor_core_prefill(int D, int groups, std::uint64_t seed) {
+    Fixture<T> f(2, 2 * groups, 2, D, 256);
+    f.append(100, {0, 0}, seed);  // 100 queries: one full and one partial block of 64
+    CHECK_MESSAGE(f.attend(100, {0, 0}, f.queries(100, seed + 1), tensor_cores()) < 2e-2, "head dim ", D);
+    f.append(37, {100, 100}, seed + 2);  // a chunk at an offset: tiles partly visible
+    CHECK_MESSAGE(f.attend(37, {100, 100}, f.queries(37, seed + 3), tensor_cores()) < 2e-2, "head dim ", D);
+}
+
+TEST_CASE("tensor-core attention: prefill and chunked prefill, bf16 and fp16, head dims 64 and 128, GQA") {
+    check_tensor_core_prefill<bf16>(64, 3, 60);
+    check_tensor_core_prefill<bf16>(128, 4, 64);
+    check_tensor_core_prefill<fp16>(64, 1, 68);
+    check_tensor_core_prefill<fp16>(128, 2, 72);
+}
+
+TEST_CASE("tensor-core attention: sequences at different offsets, PRISM's scaled heads, decode falls back") {
+    Fixture<bf16> f(2, 4, 4, 64, 200);
+    f.append(150, {0, 0}, 76);
+    const std::vector<std::int32_t> starts = {150, 40};  // sequence 1 overwrites positions 40.. with its chunk
+    f.append(20, starts, 77);
+    auto opt = tensor_cores();
+    opt.scaled_head_begin = 2;
+    opt.scaled_head_factor = -0.3f;
+    CHECK(f.attend(20, starts, f.queries(20, 78), opt) < 2e-2);
+    f.append(1, {170, 60}, 79);  // one query per sequence: the SIMT kernel serves it
+    CHECK(f.attend(1, {170, 60}, f.queries(1, 80), tensor_cores()) < 2e-2);
+}
+
+TEST_CASE("tensor-core attention: NaN rows past the cache, and the shapes it does not take are refused") {
+    {
+        Fixture<bf16> f(1, 2, 2, 64, 40);
+        f.append(40, {0}, 81);
+        auto dq = testing::upload_as<bf16>(f.queries(20, 82));
+        auto dout = testing::poisoned_device<bf16>(20 * 2 * 64);
+        cuda::DeviceBuffer<std::int32_t> dstart(std::vector<std::int32_t>{30});  // positions 30..49: past 40
+        cuda::DeviceStatus status;
+        cuda::causal_attention<bf16>(StridedMatrix<const bf16>(dq.data(), 20, 128, 128), f.cache.layer(0),
+                                     StridedMatrix<bf16>(dout.data(), 20, 128, 128), 2, 20, dstart.data(),
+                                     tensor_cores(), status.view());
+        CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
+        for (float v : testing::download_floats(dout)) CHECK(std::isnan(v));
+    }
+    cuda::DeviceBuffer<std::int32_t> start(std::vector<std::int32_t>{0});
+    {
+        cuda::KvCache<float> cache(1, 1, 1, 64, 32);
+        cuda::DeviceBuffer<float> q(16 * 64), out(16 * 64);
+        CHECK_THROWS_AS(cuda::causal_attention<float>(StridedMatrix<const float>(q.data(), 16, 64, 64), cache.layer(0),
+                                                      StridedMatrix<float>(out.data(), 16, 64, 64), 1, 16, start.data(),
+                                                      tensor_cores()),
+                        ShapeError);
+    }
+    {
+        cuda::KvCache<bf16> cache(1, 1, 1, 32, 32);
+        cuda::DeviceBuffer<bf16> q(16 * 32), out(16 * 32);
+        CHECK_THROWS_AS(cuda::causal_attention<bf16>(StridedMatrix<const bf16>(q.data(), 16, 32, 32), cache.layer(0),
+                                                     StridedMatrix<bf16>(out.data(), 16, 32, 32), 1, 16, start.data(),
+                                                     tensor_cores()),
+                        ShapeError);
+    }
+}

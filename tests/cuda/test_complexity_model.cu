@@ -46,10 +46,12 @@ std::optional<TokenRouting> routing_of(const std::vector<std::int32_t>& table) {
 
 // GPU logits of `batch` whole sequences from position 0, every row.
 template <class C, class T>
-std::vector<float> gpu_logits(const testing::ComplexityCase& w, const std::vector<std::int32_t>& tokens, int batch) {
+std::vector<float> gpu_logits(const testing::ComplexityCase& w, const std::vector<std::int32_t>& tokens, int batch,
+                              gpu::KernelChoice kernels = {}) {
     gpu::Blas blas;
     gpu::ComplexityModel<C, T> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch,
                                      static_cast<int>(tokens.size()));
+    model.use_kernels(kernels);
     model.cache().poison();
     auto logits = testing::poisoned_device<float>(tokens.size() * C::vocab);
     model.forward(blas, tokens, batch, std::vector<std::int32_t>(batch, 0), logits.data(), gpu::LogitRows::all, nullptr);
@@ -172,6 +174,34 @@ TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, rep
         for (int b = 0; b < batch; ++b)
             CHECK_MESSAGE(testing::relative_error(row(got, b, V), row(want, b * total + pos, V)) < 1e-5, "position ", pos);
     }
+}
+
+// The opt-in tensor-core kernels (attention of the 24-token prefill, the experts' grouped GEMMs)
+// on bf16 weights, against the CPU model on the same weights: the bf16 bound.
+TEST_CASE("tensor-core kernels in the whole model (head dim 64, token-routed, bf16) stay within 2e-2") {
+    using C = testing::ComplexityWide;
+    const int batch = 2, T = 24;
+    const auto tokens = random_tokens(batch * T, C::vocab, 17);
+    const auto w = testing::complexity_case<C>(18, true);
+    const auto want = testing::complexity_cpu_logits<C>(18, true, tokens, batch);
+    CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch, gpu::KernelChoice::tensor_cores()), want) <
+          2e-2);
+    gpu::KernelChoice experts_only;
+    experts_only.experts = gpu::GroupedGemmKernel::tensor_cores;
+    CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch, experts_only), want) < 2e-2);
+}
+
+TEST_CASE("a model refuses tensor-core kernels its storage type or head dim cannot take") {
+    const auto w = testing::complexity_case<testing::ComplexityTiny>(19, false);
+    gpu::ComplexityModel<testing::ComplexityTiny, float> fp32(testing::source_of(w.tensors),
+                                                              routing_of<testing::ComplexityTiny>(w.table), 1, 8);
+    CHECK_THROWS_AS(fp32.use_kernels(gpu::KernelChoice::tensor_cores()), ShapeError);
+    gpu::ComplexityModel<testing::ComplexityTiny, bf16> head_dim_16(testing::source_of(w.tensors),
+                                                                    routing_of<testing::ComplexityTiny>(w.table), 1, 8);
+    CHECK_THROWS_AS(head_dim_16.use_kernels(gpu::KernelChoice::tensor_cores()), ShapeError);
+    gpu::KernelChoice experts_only;
+    experts_only.experts = gpu::GroupedGemmKernel::tensor_cores;
+    CHECK_NOTHROW(head_dim_16.use_kernels(experts_only));
 }
 
 TEST_CASE("greedy generation closed on the device (argmax into the model's inputs, graph replays) matches a host loop") {

@@ -32,12 +32,15 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/device_buffer.cuh"
+#include "cpx/cuda/attention_tensor_cores.cuh"
 #include "cpx/cuda/device_status.cuh"
+#include "cpx/cuda/kernel_choice.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/reduce.cuh"
 
@@ -242,6 +245,7 @@ struct AttentionOptions {
     int scaled_head_begin = -1;      ///< heads from here on are multiplied by the factor; -1: none
     float scaled_head_factor = 1.0f;
     int key_splits = 0;              ///< with an AttentionSplits workspace: 0 chooses, n >= 1 forces n chunks
+    AttentionKernel kernel = AttentionKernel::simt;
 };
 
 /// Workspace of the key-split path: the partial softmax states of up to
@@ -285,6 +289,48 @@ inline int choose_key_splits(long long blocks, long long partials_per_split, int
     const long long fit = ws.max_partials() / std::max<long long>(partials_per_split, 1);
     return static_cast<int>(std::max<long long>(1, std::min({want, tiles, fit})));
 }
+
+template <int D, class T>
+void launch_tensor_core_attention(const kernels::TcAttentionArgs<T>& a, dim3 grid, cudaStream_t stream) {
+    constexpr int bytes = kernels::TcAttentionLayout<D>::bytes;
+    static bool opted_in = false;  // above 48 KB of dynamic shared memory needs an opt-in per kernel
+    if (!opted_in) {
+        CPX_CUDA_CHECK(cudaFuncSetAttribute(kernels::causal_attention_tensor_cores<D, T>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        opted_in = true;
+    }
+    kernels::causal_attention_tensor_cores<D, T><<<grid, kernels::tc_attention_threads, bytes, stream>>>(a);
+}
+
+/// The tensor-core path of causal_attention (see AttentionKernel).
+template <class T>
+void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads, int S,
+                           int groups, int batch, const std::int32_t* start_pos, float scale, int scaled_head_begin,
+                           float scaled_head_factor, StatusView status, cudaStream_t stream) {
+    if constexpr (std::is_same_v<T, float>) {
+        raise<ShapeError>("causal_attention: the tensor-core kernel takes bf16 or fp16, not fp32");
+    } else {
+        const int D = cache.head_dim;
+        require<ShapeError>(D == 64 || D == 128, "causal_attention: the tensor-core kernel is compiled for head dims ",
+                            "64 and 128, not ", D);
+        require<ShapeError>(reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.ld % 8 == 0,
+                            "causal_attention: the tensor-core kernel reads queries 16 bytes at a time; their rows must ",
+                            "start on 16-byte boundaries");
+        int device = 0, major = 0;
+        CPX_CUDA_CHECK(cudaGetDevice(&device));
+        CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        require<Error>(major >= 8, "causal_attention: the tensor-core kernel needs compute capability 8.0 or newer, ",
+                       "device ", device, " has ", major, ".x");
+        const long long query_blocks = (S + kernels::tc_attention_queries - 1) / kernels::tc_attention_queries;
+        require<ShapeError>(heads <= 65535 && batch <= 65535, "causal_attention: the launch is too large");
+        const kernels::TcAttentionArgs<T> a{q.data, q.ld,      cache, out.data, out.ld, S, heads, groups, start_pos,
+                                            scale,  scaled_head_begin, scaled_head_factor, status};
+        const dim3 grid(static_cast<unsigned>(query_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+        if (D == 64) launch_tensor_core_attention<64>(a, grid, stream);
+        else launch_tensor_core_attention<128>(a, grid, stream);
+        CPX_CUDA_CHECK_LAUNCH();
+    }
+}
 }  // namespace detail
 
 /// Causal attention of the `batch * S` query rows of q ([rows, heads * head_dim],
@@ -315,6 +361,13 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
     require<ShapeError>(slot_blocks <= 0x7fffffff && cache.kv_heads <= 65535 && batch <= 65535,
                         "causal_attention: the launch is too large");
     if (batch == 0) return;
+    const float scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
+    const int scaled_head_begin = opt.scaled_head_begin < 0 ? heads : opt.scaled_head_begin;
+    if (opt.kernel == AttentionKernel::tensor_cores && S >= 16) {
+        detail::tensor_core_attention<T>(q, cache, out, heads, S, groups, batch, start_pos, scale, scaled_head_begin,
+                                         opt.scaled_head_factor, status, stream);
+        return;
+    }
     int key_splits = 1;
     const long long partials_per_split = q.rows * heads;
     if (splits) {
@@ -342,8 +395,8 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
                                 heads,
                                 groups,
                                 start_pos,
-                                opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D)),
-                                opt.scaled_head_begin < 0 ? heads : opt.scaled_head_begin,
+                                scale,
+                                scaled_head_begin,
                                 opt.scaled_head_factor,
                                 status,
                                 key_splits,

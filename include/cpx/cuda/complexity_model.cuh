@@ -36,6 +36,7 @@
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/embedding.cuh"
 #include "cpx/cuda/expert_dispatch.cuh"
+#include "cpx/cuda/kernel_choice.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/learned_router_mlp.cuh"
 #include "cpx/cuda/mu_guidance.cuh"
@@ -145,14 +146,16 @@ public:
             const KvLayer<T> kv = cache_.layer(i);
             kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
                             starts_.data(), status_.view(), stream);
-            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), {}, status_.view(), stream,
+            AttentionOptions opt;
+            opt.kernel = kernels_.attention;
+            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), opt, status_.view(), stream,
                                 &splits_);
             linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
                              1.0f, 1.0f, stream);
 
             rmsnorm<float, float, T>(h, Vector<const float>(l.post_norm.data(), d), m, C::norm_eps, stream);
             if constexpr (C::mlp == MlpKind::token_routed)
-                token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream);
+                token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream, kernels_.experts);
             else if constexpr (C::mlp == MlpKind::learned_router)
                 learned_router_mlp_add<T, float>(blas, *dispatch_, m, l.learned, *router_ws_, h, stream);
             else
@@ -198,6 +201,13 @@ public:
     void check(cudaStream_t stream) const { status_.check(stream, "cuda::ComplexityModel"); }
 
     KvCache<T>& cache() { return cache_; }
+
+    /// Opt-in tensor-core kernels (KernelChoice); checked against T and the head dim here.
+    /// The learned router's experts stay on the SIMT kernel.
+    void use_kernels(const KernelChoice& k) {
+        check_kernel_choice<T>(k, hd, "cuda::ComplexityModel");
+        kernels_ = k;
+    }
 
     /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
     /// start position [max_batch]. A device-side decoding loop writes the next step's
@@ -296,6 +306,7 @@ private:
     RopeTable rope_;
     KvCache<T> cache_;
     AttentionSplits splits_{hd};  ///< key-split decode attention (few sequences)
+    KernelChoice kernels_;
     DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> h_;
     DeviceBuffer<T> a_mu_, qkv_, attn_, m_, h_copy_, dense_scratch_;

@@ -29,6 +29,7 @@
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/expert_dispatch.cuh"
 #include "cpx/cuda/grouped_gemm_tensor_cores.cuh"
+#include "cpx/cuda/kernel_choice.cuh"
 #include "cpx/cuda/segment_tiles.hpp"
 #include "cpx/layers/activation_math.hpp"
 
@@ -146,10 +147,6 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
 }
 
 }  // namespace kernels
-
-/// Which kernel runs a grouped GEMM: the SIMT fp32 kernel (any storage type), or
-/// WMMA tensor cores (bf16 or fp16 activations and weights, compute capability 8.0+).
-enum class GroupedGemmKernel { simt, tensor_cores };
 
 namespace detail {
 template <class TA, class TW, class TO, bool SwiGLU>

@@ -32,6 +32,7 @@
 #include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/embedding.cuh"
+#include "cpx/cuda/kernel_choice.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/layernorm.cuh"
 #include "cpx/cuda/logit_rows.cuh"
@@ -136,6 +137,7 @@ public:
             AttentionOptions opt;
             opt.scaled_head_begin = H;
             opt.scaled_head_factor = -l.lambda;
+            opt.kernel = kernels_.attention;
             causal_attention<T>(rot, kv, y, 2 * H, S, starts_.data(), opt, status_.view(), stream, &splits_);
             linear<T, float>(blas, y, U, WeightLayout::in_out, x, out_scale, 1.0f, stream);
 
@@ -168,6 +170,12 @@ public:
 
     KvCache<T>& cache() { return cache_; }
 
+    /// Opt-in tensor-core attention (KernelChoice; PRISM has no experts), checked against T and D here.
+    void use_kernels(const KernelChoice& k) {
+        check_kernel_choice<T>(k, D, "cuda::PrismModel");
+        kernels_ = k;
+    }
+
     /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
     /// start position [max_batch]. A device-side decoding loop writes the next step's
     /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
@@ -197,6 +205,7 @@ private:
     RopeTable signal_, noise_;
     KvCache<T> cache_;
     AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
+    KernelChoice kernels_;
     DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> x_;
     DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
