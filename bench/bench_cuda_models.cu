@@ -29,6 +29,7 @@
 #include <cpx/config/presets.hpp>
 #include <cpx/cuda/blas.cuh>
 #include <cpx/cuda/complexity_model.cuh>
+#include <cpx/cuda/device_query.cuh>
 #include <cpx/cuda/graph.cuh>
 #include <cpx/cuda/greedy_decode.cuh>
 #include <cpx/router/modulo_routing.hpp>
@@ -382,11 +383,8 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int devices = 0;
-    const cudaError_t status = cudaGetDeviceCount(&devices);
-    if (status != cudaSuccess || devices == 0) {
-        std::printf("SKIPPED: no CUDA device available (%s); nothing to measure\n",
-                    status != cudaSuccess ? cudaGetErrorString(status) : "device count is 0");
+    if (const auto why = gpu::no_device_reason(); !why.empty()) {
+        std::printf("SKIPPED: no CUDA device available (%s); nothing to measure\n", why.c_str());
         return 77;
     }
     cudaDeviceProp prop{};

@@ -4,16 +4,13 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cuda_runtime_api.h>
+#include <cpx/cuda/device_query.cuh>
 
 #include <cstdio>
 
 int main(int argc, char** argv) {
-    int devices = 0;
-    const cudaError_t status = cudaGetDeviceCount(&devices);
-    if (status != cudaSuccess || devices == 0) {
-        std::printf("SKIPPED: no CUDA device available (%s); GPU tests not run\n",
-                    status != cudaSuccess ? cudaGetErrorString(status) : "device count is 0");
+    if (const auto why = cpx::cuda::no_device_reason(); !why.empty()) {
+        std::printf("SKIPPED: no CUDA device available (%s); GPU tests not run\n", why.c_str());
         return 77;
     }
     doctest::Context context(argc, argv);

@@ -38,6 +38,7 @@
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/device_buffer.cuh"
+#include "cpx/cuda/attention_args.cuh"
 #include "cpx/cuda/attention_tensor_cores.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/kernel_choice.cuh"
@@ -51,24 +52,6 @@ namespace kernels {
 inline constexpr int attention_slots = 16;    // query slots per block: 4 warps x 4
 inline constexpr int attention_keys = 32;     // keys per shared-memory tile: one per lane
 inline constexpr int attention_threads = 128;
-
-template <class T>
-struct AttentionArgs {
-    const T* q;
-    index_t q_ld;  // q of token row r = b * S + i, head h: q[r * q_ld + h * D + d]
-    KvLayer<T> cache;
-    T* out;
-    index_t out_ld;
-    int S, heads, groups;
-    const std::int32_t* start_pos;
-    float scale;
-    int scaled_head_begin;
-    float scaled_head_factor;
-    StatusView status;
-    int splits;      // key chunks per slot block (1: no split, out is written directly)
-    int chunk;       // keys per chunk, a multiple of attention_keys
-    float* partial;  // splits > 1: [rows][heads][splits][D + 2] = o (unnormalised), m, l
-};
 
 template <int D, class T>
 __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionArgs<T> a) {
@@ -291,7 +274,7 @@ inline int choose_key_splits(long long blocks, long long partials_per_split, int
 }
 
 template <int D, class T>
-void launch_tensor_core_attention(const kernels::TcAttentionArgs<T>& a, dim3 grid, cudaStream_t stream) {
+void launch_tensor_core_attention(const kernels::AttentionArgs<T>& a, dim3 grid, cudaStream_t stream) {
     constexpr int bytes = kernels::TcAttentionLayout<D>::bytes;
     static bool opted_in = false;  // above 48 KB of dynamic shared memory needs an opt-in per kernel
     if (!opted_in) {
@@ -323,8 +306,8 @@ void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, St
                        "device ", device, " has ", major, ".x");
         const long long query_blocks = (S + kernels::tc_attention_queries - 1) / kernels::tc_attention_queries;
         require<ShapeError>(heads <= 65535 && batch <= 65535, "causal_attention: the launch is too large");
-        const kernels::TcAttentionArgs<T> a{q.data, q.ld,      cache, out.data, out.ld, S, heads, groups, start_pos,
-                                            scale,  scaled_head_begin, scaled_head_factor, status};
+        const kernels::AttentionArgs<T> a{q.data, q.ld,  cache, out.data, out.ld, S, heads, groups, start_pos, scale,
+                                          scaled_head_begin, scaled_head_factor, status, 1, 0, nullptr};
         const dim3 grid(static_cast<unsigned>(query_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
         if (D == 64) launch_tensor_core_attention<64>(a, grid, stream);
         else launch_tensor_core_attention<128>(a, grid, stream);

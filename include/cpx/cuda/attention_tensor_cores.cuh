@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
+#include "cpx/cuda/attention_args.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/reduce.cuh"
@@ -49,21 +50,6 @@ struct TcAttentionLayout {
                   "every region starts on a 128-byte boundary");
 };
 
-template <class T>
-struct TcAttentionArgs {
-    const T* q;
-    index_t q_ld;
-    KvLayer<T> cache;
-    T* out;
-    index_t out_ld;
-    int S, heads, groups;
-    const std::int32_t* start_pos;
-    float scale;
-    int scaled_head_begin;
-    float scaled_head_factor;
-    StatusView status;
-};
-
 /// Copies rows [row0, row0 + 64) of a [*, D] 16-bit matrix with row stride `ld`
 /// (elements) into shared memory with stride TLD, zero where row >= rows_end.
 /// 16-byte vector copies: the caller guarantees 16-byte aligned rows.
@@ -79,7 +65,7 @@ __device__ inline void load_tile(std::uint16_t* dst, const std::uint16_t* src, i
 }
 
 template <int D, class T>
-__global__ void __launch_bounds__(tc_attention_threads) causal_attention_tensor_cores(TcAttentionArgs<T> a) {
+__global__ void __launch_bounds__(tc_attention_threads) causal_attention_tensor_cores(AttentionArgs<T> a) {
     static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, fp16>, "tensor cores take bf16 or fp16 operands");
     static_assert(D == 64 || D == 128, "the tensor-core attention kernel is compiled for head dims 64 and 128");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
