@@ -52,27 +52,11 @@ std::unique_ptr<ComplexityWeights<C, W>> make_weights() {
     return w;
 }
 
-/// One model alive at a time (the 384M ones take 1.5 GB in fp32): benchmarks
-/// of one model are registered together, so each is built once.
-struct ModelSlot {
-    std::string key;
-    std::shared_ptr<void> model;
-};
-
-ModelSlot& the_slot() {
-    static ModelSlot slot;
-    return slot;
-}
-
+/// The model of `key` (one alive at a time: the 384M ones take 1.5 GB in fp32).
 template <ComplexityConfigType C, class W>
 ComplexityModel<C, W, W>& model(const std::string& key) {
-    ModelSlot& slot = the_slot();
-    if (slot.key != key) {
-        slot.model.reset();
-        slot.model = std::make_shared<ComplexityModel<C, W, W>>(std::move(*make_weights<C, W>()));
-        slot.key = key;
-    }
-    return *static_cast<ComplexityModel<C, W, W>*>(slot.model.get());
+    return bench::one_model_alive<ComplexityModel<C, W, W>>(
+        key, [] { return std::make_unique<ComplexityModel<C, W, W>>(std::move(*make_weights<C, W>())); });
 }
 
 template <ComplexityConfigType C>
@@ -111,8 +95,7 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch);
         work.tokens = b * t;
-        work.flops = b * (bench::causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, t) -
-                          (t - 1) * static_cast<double>(head_flops_per_token<C>()));
+        work.flops = bench::prefill_flops<C>(b, t);
         work.gemm_ceiling = bench::gemm_ceiling(model_gemms<C>(b, t));
         warm_once(name, step);
         bench::run(state, work, step);

@@ -1,10 +1,16 @@
 #pragma once
 // The counters every suite reports (CPU and GPU alike), from what one iteration
 // does and the time the timing loop took: tokens/s, GFLOP/s, GB/s, and the
-// fractions of the ceilings measured in the same binary. Free of Eigen, so the
-// CUDA suite (compiled by nvcc) shares it.
+// fractions of the ceilings measured in the same binary; the work counts they
+// start from; the one-model-alive slot of the whole-model suites. Free of
+// Eigen, so the CUDA suite (compiled by nvcc) shares it.
 
 #include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+
+#include "cpx/config/model_counts.hpp"
 
 namespace cpx::bench {
 
@@ -36,6 +42,49 @@ inline void set_counters(benchmark::State& state, const Work& w, double seconds)
         state.counters["read_ceiling_GB_per_s"] = Counter(w.read_ceiling);
         state.counters["frac_of_bandwidth"] = Counter(gbps / w.read_ceiling);
     }
+}
+
+/// Sum over the positions 1..T of a sequence of a per-token count f(context)
+/// that is affine in the context (every FLOP count here is).
+template <class F>
+double causal_sum(F&& f, double tokens) {
+    const double f0 = static_cast<double>(f(0)), slope = static_cast<double>(f(1)) - f0;
+    return tokens * f0 + slope * tokens * (tokens + 1) / 2;
+}
+
+/// FLOPs of a prefill of `batch` sequences of `tokens` tokens with logits of the
+/// last position only: flops_per_token summed over the causal positions, the
+/// tied head counted once per sequence.
+template <class C>
+double prefill_flops(double batch, double tokens) {
+    return batch * (causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, tokens) -
+                    (tokens - 1) * static_cast<double>(head_flops_per_token<C>()));
+}
+
+/// The model alive now, of any type, and its key (one slot for the whole binary).
+struct ModelSlot {
+    std::string key;
+    std::shared_ptr<void> model;
+};
+
+inline ModelSlot& model_slot() {
+    static ModelSlot slot;
+    return slot;
+}
+
+/// One model alive at a time (several GB each): `make()` (returning a
+/// std::unique_ptr<M>) builds the model of `key` after the previous one is
+/// freed. Benchmarks of one model are registered together, so each is built once.
+template <class M, class Make>
+M& one_model_alive(const std::string& key, Make&& make) {
+    ModelSlot& slot = model_slot();
+    if (slot.key != key) {
+        slot.model.reset();
+        slot.key.clear();
+        slot.model = std::shared_ptr<M>(make());
+        slot.key = key;
+    }
+    return *static_cast<M*>(slot.model.get());
 }
 
 }  // namespace cpx::bench

@@ -198,7 +198,7 @@ void register_machine() {
 /// The largest calls any case makes: the generation test's batch, prefill rows.
 constexpr int max_batch = 100, max_rows = 8 * 2048;
 
-/// One model alive at a time (the KV cache of 100 sequences is several GB).
+/// A model and its routing table (one alive at a time: the KV cache of 100 sequences is several GB).
 template <ComplexityConfigType C>
 struct Loaded {
     std::vector<std::int32_t> table = router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
@@ -210,27 +210,9 @@ struct Loaded {
                 max_batch, std::min(max_rows, max_batch * C::max_positions)) {}
 };
 
-/// The model alive now and its key; a new key frees the old model before loading.
-struct ModelSlot {
-    std::string key;
-    std::shared_ptr<void> loaded;
-};
-
-ModelSlot& the_slot() {
-    static ModelSlot slot;
-    return slot;
-}
-
 template <ComplexityConfigType C>
 gpu::ComplexityModel<C, bf16>& model_of(const std::string& key) {
-    ModelSlot& slot = the_slot();
-    if (slot.key != key) {
-        slot.loaded.reset();
-        slot.key.clear();
-        slot.loaded = std::make_shared<Loaded<C>>();
-        slot.key = key;
-    }
-    return static_cast<Loaded<C>*>(slot.loaded.get())->model;
+    return bench::one_model_alive<Loaded<C>>(key, [] { return std::make_unique<Loaded<C>>(); }).model;
 }
 
 std::string case_name(const std::string& preset, const std::string& rest) {
@@ -268,11 +250,8 @@ void prefill(const std::string& preset, int batch, int tokens, gpu::KernelChoice
         step();
         m.check(stream);
         Work work;
-        const double t = tokens, b = batch;
-        work.tokens = b * t;
-        // flops_per_token is affine in the context: sum over positions 1..t, the head once per sequence.
-        const double f0 = double(flops_per_token<C>(0)), slope = double(flops_per_token<C>(1)) - f0;
-        work.flops = b * (t * f0 + slope * t * (t + 1) / 2 - (t - 1) * double(head_flops_per_token<C>()));
+        work.tokens = double(batch) * tokens;
+        work.flops = bench::prefill_flops<C>(batch, tokens);
         work.gemm_ceiling = gemm_bf16_gflops(gemm_n);
         run_timed(state, work, stream, step);
         m.check(stream);

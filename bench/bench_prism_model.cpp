@@ -42,8 +42,7 @@ void prefill(index_t batch, index_t tokens, int threads) {
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch), n = b * t, d = C::hidden;
         work.tokens = n;
-        work.flops = b * (bench::causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, t) -
-                          (t - 1) * static_cast<double>(head_flops_per_token<C>()));
+        work.flops = bench::prefill_flops<C>(b, t);
         const double L = C::layers, heads = 2 * C::heads;
         work.gemm_ceiling = bench::gemm_ceiling({{n, double(C::u_rows), d, L},
                                                  {n, d, double(C::u_rows), L},

@@ -110,14 +110,6 @@ inline double gemm_ceiling(const std::vector<Gemm>& gemms) {
     return seconds > 0 ? flops / seconds * 1e-9 : 0.0;
 }
 
-/// Sum over the positions 1..T of a sequence of a per-token count f(context)
-/// that is affine in the context (every FLOP count here is).
-template <class F>
-double causal_sum(F&& f, double tokens) {
-    const double f0 = static_cast<double>(f(0)), slope = static_cast<double>(f(1)) - f0;
-    return tokens * f0 + slope * tokens * (tokens + 1) / 2;
-}
-
 /// Fills v with N(0, stddev) values from a fixed seed (any storage type).
 template <class T>
 void fill_normal(std::span<T> v, double stddev, std::uint64_t seed) {

@@ -91,60 +91,47 @@ inline void gemv_rows_nt_f32(const RowBlock<const float>& x, const RowBlock<cons
     }
 }
 
-/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] bf16 rows.
-inline void gemv_rows_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w,
-                              const RowBlock<float>& y, index_t o0, index_t o1, bool accumulate) {
-    constexpr int R = 4;  // weight rows per pass: four read streams, eight accumulators
+namespace detail {
+/// Every input row against weight rows [o, o + R) (bf16): R read streams, 2R accumulators.
+template <int R>
+void gemv_block_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w, const RowBlock<float>& y,
+                        index_t o, bool accumulate) {
     const index_t in = x.cols, body = in / 32 * 32;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    auto tail_dot = [&](const float* xr, const bf16* wr) {
-        float s = 0.0f;
-        for (index_t i = body; i < in; ++i) s += xr[i] * to_float(wr[i]);
-        return s;
-    };
-    index_t o = o0;
-    for (; o + R <= o1; o += R) {
-        const std::uint16_t* rows[R];
-        for (int k = 0; k < R; ++k) rows[k] = &w.data[(o + k) * w.stride].bits;
-        for (index_t m = 0; m < x.rows; ++m) {
-            const float* xr = x.row(m);
-            __m512 acc[R][2];
-            for (auto& a : acc) a[0] = a[1] = _mm512_setzero_ps();
-            for (index_t i = 0; i < body; i += 32) {
-                const __m512 x0 = _mm512_loadu_ps(xr + i), x1 = _mm512_loadu_ps(xr + i + 16);
-                const __m512 xe = _mm512_permutex2var_ps(x0, even, x1), xo = _mm512_permutex2var_ps(x0, odd, x1);
-                for (int k = 0; k < R; ++k) {
-                    if (m == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[k] + i + prefetch_ahead_bytes / 2), _MM_HINT_T0);
-                    const __m512i words = _mm512_loadu_si512(rows[k] + i);
-                    acc[k][0] = _mm512_fmadd_ps(bf16_low_halves(words), xe, acc[k][0]);
-                    acc[k][1] = _mm512_fmadd_ps(bf16_high_halves(words), xo, acc[k][1]);
-                }
-            }
-            float* yr = y.row(m) + o;
+    const std::uint16_t* rows[R];
+    for (int k = 0; k < R; ++k) rows[k] = &w.data[(o + k) * w.stride].bits;
+    for (index_t m = 0; m < x.rows; ++m) {
+        const float* xr = x.row(m);
+        __m512 acc[R][2];
+        for (auto& a : acc) a[0] = a[1] = _mm512_setzero_ps();
+        for (index_t i = 0; i < body; i += 32) {
+            const __m512 x0 = _mm512_loadu_ps(xr + i), x1 = _mm512_loadu_ps(xr + i + 16);
+            const __m512 xe = _mm512_permutex2var_ps(x0, even, x1), xo = _mm512_permutex2var_ps(x0, odd, x1);
             for (int k = 0; k < R; ++k) {
-                const float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[k][0], acc[k][1])) +
-                                tail_dot(xr, w.data + (o + k) * w.stride);
-                yr[k] = accumulate ? yr[k] + s : s;
+                if (m == 0) _mm_prefetch(reinterpret_cast<const char*>(rows[k] + i + prefetch_ahead_bytes / 2), _MM_HINT_T0);
+                const __m512i words = _mm512_loadu_si512(rows[k] + i);
+                acc[k][0] = _mm512_fmadd_ps(bf16_low_halves(words), xe, acc[k][0]);
+                acc[k][1] = _mm512_fmadd_ps(bf16_high_halves(words), xo, acc[k][1]);
             }
         }
-    }
-    for (; o < o1; ++o) {  // the last rows, one at a time
-        const bf16* wr = w.data + o * w.stride;
-        for (index_t m = 0; m < x.rows; ++m) {
-            const float* xr = x.row(m);
-            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-            for (index_t i = 0; i < body; i += 32) {
-                const __m512 x0 = _mm512_loadu_ps(xr + i), x1 = _mm512_loadu_ps(xr + i + 16);
-                const __m512i words = _mm512_loadu_si512(&wr[i].bits);
-                a0 = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_permutex2var_ps(x0, even, x1), a0);
-                a1 = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_permutex2var_ps(x0, odd, x1), a1);
-            }
-            const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + tail_dot(xr, wr);
-            float& out = y.row(m)[o];
-            out = accumulate ? out + s : s;
+        float* yr = y.row(m) + o;
+        for (int k = 0; k < R; ++k) {
+            const bf16* wr = w.data + (o + k) * w.stride;
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[k][0], acc[k][1]));
+            for (index_t i = body; i < in; ++i) s += xr[i] * to_float(wr[i]);
+            yr[k] = accumulate ? yr[k] + s : s;
         }
     }
+}
+}  // namespace detail
+
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] bf16 rows.
+inline void gemv_rows_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w,
+                              const RowBlock<float>& y, index_t o0, index_t o1, bool accumulate) {
+    index_t o = o0;
+    for (; o + 4 <= o1; o += 4) detail::gemv_block_nt_bf16<4>(x, w, y, o, accumulate);
+    for (; o < o1; ++o) detail::gemv_block_nt_bf16<1>(x, w, y, o, accumulate);  // the last rows, one at a time
 }
 
 /// Floats of scratch gemv_rows_nn_bf16 needs for `rows` x rows and n columns.

@@ -273,15 +273,21 @@ inline int choose_key_splits(long long blocks, long long partials_per_split, int
     return static_cast<int>(std::max<long long>(1, std::min({want, tiles, fit})));
 }
 
+/// Launches the tensor-core kernel. Once per kernel and process (not per device):
+/// the compute-capability check and the opt-in above 48 KB of dynamic shared memory.
 template <int D, class T>
 void launch_tensor_core_attention(const kernels::AttentionArgs<T>& a, dim3 grid, cudaStream_t stream) {
     constexpr int bytes = kernels::TcAttentionLayout<D>::bytes;
-    static bool opted_in = false;  // above 48 KB of dynamic shared memory needs an opt-in per kernel
-    if (!opted_in) {
+    [[maybe_unused]] static const bool prepared = [] {
+        int device = 0, major = 0;
+        CPX_CUDA_CHECK(cudaGetDevice(&device));
+        CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        require<Error>(major >= 8, "causal_attention: the tensor-core kernel needs compute capability 8.0 or newer, ",
+                       "device ", device, " has ", major, ".x");
         CPX_CUDA_CHECK(cudaFuncSetAttribute(kernels::causal_attention_tensor_cores<D, T>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        opted_in = true;
-    }
+        return true;
+    }();
     kernels::causal_attention_tensor_cores<D, T><<<grid, kernels::tc_attention_threads, bytes, stream>>>(a);
 }
 
@@ -299,11 +305,6 @@ void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, St
         require<ShapeError>(reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.ld % 8 == 0,
                             "causal_attention: the tensor-core kernel reads queries 16 bytes at a time; their rows must ",
                             "start on 16-byte boundaries");
-        int device = 0, major = 0;
-        CPX_CUDA_CHECK(cudaGetDevice(&device));
-        CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        require<Error>(major >= 8, "causal_attention: the tensor-core kernel needs compute capability 8.0 or newer, ",
-                       "device ", device, " has ", major, ".x");
         const long long query_blocks = (S + kernels::tc_attention_queries - 1) / kernels::tc_attention_queries;
         require<ShapeError>(heads <= 65535 && batch <= 65535, "causal_attention: the launch is too large");
         const kernels::AttentionArgs<T> a{q.data, q.ld,  cache, out.data, out.ld, S, heads, groups, start_pos, scale,
