@@ -6,6 +6,7 @@
 #include <cpx/io/safetensors_writer.hpp>
 #include <cpx/models/complexity_checkpoint.hpp>
 #include <cpx/models/complexity_model.hpp>
+#include <cpx/models/layer_params_io.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,10 @@ TEST_CASE("the fused gate_up_proj expert layout loads to the same logits") {
     auto loaded = load_complexity_checkpoint<Routed>(fused.path, &report);
     CHECK(report.expert_layout == ExpertLayout::fused_input_major);
     CHECK(logits_of(std::move(loaded)) == want);
+    // One layer alone, through the same layout conversion.
+    const auto layer = load_layer<TokenRoutedMlpParams<Routed>>(fused.path, 2);
+    CHECK(layer.gate_up == w.layers[2].mlp.gate_up);
+    CHECK(layer.down == w.layers[2].mlp.down);
 }
 
 TEST_CASE("per-expert nn.Linear experts, a model. prefix, inv_freq and a tied lm_head load to the same logits") {
@@ -210,6 +215,13 @@ TEST_CASE("per-expert nn.Linear experts, a model. prefix, inv_freq and a tied lm
     CHECK(report.expert_layout == ExpertLayout::per_expert_linear);
     CHECK(report.ignored.size() == Routed::layers + 1);
     CHECK(logits_of(std::move(loaded)) == want);
+    // One layer alone, prefixed keys and per-expert tensors included.
+    const auto layer = load_layer<TokenRoutedMlpParams<Routed>>(linear.path, 1);
+    CHECK(layer.gate_up == w.layers[1].mlp.gate_up);
+    CHECK(layer.down == w.layers[1].mlp.down);
+    CHECK(layer.shared_gate_up == w.layers[1].mlp.shared_gate_up);
+    CHECK(load_layer<MuGqaAttentionParams<Routed>>(linear.path, 0).qkv == w.layers[0].attention.qkv);
+    CHECK(load_layer_routing<Routed>(linear.path, 1) == w.token_to_expert);
 }
 
 TEST_CASE("a dense checkpoint with the authors' unused mu_to_* tensors loads, ignoring them") {

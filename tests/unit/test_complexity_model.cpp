@@ -187,7 +187,7 @@ TEST_CASE("the seeded initialisation follows the spec and does not depend on the
 #endif
     const auto c = ComplexityWeights<C>::random(43);
     CHECK(a.embed_tokens == b.embed_tokens);
-    CHECK(a.layers[2].qkv == b.layers[2].qkv);
+    CHECK(a.layers[2].attention.qkv == b.layers[2].attention.qkv);
     CHECK(a.embed_tokens != c.embed_tokens);
     // Spec section 8: N(0, 0.02) matrices, N(0, 0.02/sqrt(2L)) residual projections, ones, mu = 1, mu_init = 0.
     const auto stddev = [](const auto& v) {
@@ -196,12 +196,12 @@ TEST_CASE("the seeded initialisation follows the spec and does not depend on the
         return std::sqrt(s / static_cast<double>(v.size()));
     };
     CHECK(stddev(a.embed_tokens) == doctest::Approx(0.02).epsilon(0.02));
-    CHECK(stddev(a.layers[0].o_proj) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
-    CHECK(stddev(a.layers[0].down) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
-    CHECK(stddev(a.layers[0].shared_down) == doctest::Approx(0.02).epsilon(0.05));
-    CHECK(stddev(a.layers[1].mu_proj) == doctest::Approx(0.02).epsilon(0.05));
-    for (float x : a.layers[1].mu) CHECK(x == 1.0f);
+    CHECK(stddev(a.layers[0].attention.o_proj) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
+    CHECK(stddev(a.layers[0].mlp.down) == doctest::Approx(0.02 / std::sqrt(2.0 * C::layers)).epsilon(0.05));
+    CHECK(stddev(a.layers[0].mlp.shared_down) == doctest::Approx(0.02).epsilon(0.05));
+    CHECK(stddev(a.layers[1].mu_guidance.mu_proj) == doctest::Approx(0.02).epsilon(0.05));
+    for (float x : a.layers[1].mu_guidance.mu) CHECK(x == 1.0f);
     for (float x : a.mu_init) CHECK(x == 0.0f);
-    for (float x : a.layers[0].q_norm) CHECK(x == 1.0f);
+    for (float x : a.layers[0].attention.q_norm) CHECK(x == 1.0f);
     for (float x : a.norm) CHECK(x == 1.0f);
 }

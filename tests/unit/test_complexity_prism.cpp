@@ -59,7 +59,7 @@ TEST_CASE("decode through the KV cache and chunked prefill equal the full forwar
 TEST_CASE("its weights: U orthogonal at init, lambda at the schedule's start, parameters as counted") {
     const auto w = ComplexityWeights<C>::random(7);
     const int rows = 2 * C::heads * C::prism_head_dim, d = C::hidden;
-    const auto& u = w.layers[1].u;
+    const auto& u = w.layers[1].attention.u;
     double worst = 0;
     for (int a = 0; a < d; ++a)
         for (int b = 0; b < d; ++b) {
@@ -68,8 +68,8 @@ TEST_CASE("its weights: U orthogonal at init, lambda at the schedule's start, pa
             worst = std::max(worst, std::abs(dot - (a == b ? 1.0 : 0.0)));
         }
     CHECK(worst < 1e-5);
-    CHECK(w.layers[0].lambda == doctest::Approx(0.01));
-    CHECK(w.layers[0].qkv.empty());
+    CHECK(w.layers[0].attention.lambda == doctest::Approx(0.01));
+    static_assert(std::is_same_v<ComplexityWeights<C>::AttentionParams, cpx::PrismAttentionParams<C, float>>);
     count_t total = 0;
     int lambdas = 0;
     for (const auto& s : w.slots()) {
@@ -97,8 +97,8 @@ TEST_CASE("its checkpoints save and load U and lambda_q with the rest, to identi
     testing::TempDir dir;
     save_complexity_checkpoint(w, dir.path());
     const auto back = load_complexity_checkpoint<C>(dir.path());
-    CHECK(back.layers[1].u == w.layers[1].u);
-    CHECK(back.layers[1].lambda == w.layers[1].lambda);
+    CHECK(back.layers[1].attention.u == w.layers[1].attention.u);
+    CHECK(back.layers[1].attention.lambda == w.layers[1].attention.lambda);
     ComplexityModel<C> a(w), b(back);
     const auto tokens = testing::random_tokens(12, C::vocab, 12);
     CHECK(a.forward(tokens) == b.forward(tokens));

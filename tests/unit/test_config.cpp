@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/model_counts.hpp>
+#include <cpx/config/describe.hpp>
 #include <cpx/config/presets.hpp>
 
 using namespace cpx;
@@ -70,4 +71,17 @@ TEST_CASE("FLOPs per token: twice the active GEMM weights plus attention") {
     CHECK(flops_per_token<C>(1) == expected);
     // Attention cost grows linearly with context: 4 * heads * hd FLOPs per layer per key.
     CHECK(flops_per_token<C>(1025) - flops_per_token<C>(1) == 18LL * 4 * 12 * 64 * 1024);
+}
+
+TEST_CASE("describe() writes a configuration with its field names, numbers read back exactly") {
+    const std::string c = cpx::describe(cpx::presets::TinyComplexity::dims);
+    CHECK(c.starts_with("ComplexityDims{.hidden_size = 64, .num_hidden_layers = 3, .num_attention_heads = 4"));
+    CHECK(c.find(".mlp = MlpKind::token_routed, .num_experts = 4") != std::string::npos);
+    CHECK(c.find(".norm_eps = 1e-06") != std::string::npos);
+    CHECK(c.find("prism_") == std::string::npos);  // PRISM fields only for PRISM attention
+    CHECK(cpx::describe(cpx::presets::TinyComplexityPrism::dims).find(".prism_expansion_ratio = 2") != std::string::npos);
+    const std::string p = cpx::describe(cpx::presets::TinyPrism::dims);
+    CHECK(p == "PrismDims{.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab_size = 101, .block_size = 48, "
+               ".prism_expansion_ratio = 2, .prism_freq_multiplier = 3.1415926535, .rope_theta = 10000, "
+               ".rope_convention = RopeConvention::interleaved_pairs, .bias = true, .layer_norm_eps = 1e-05}");
 }

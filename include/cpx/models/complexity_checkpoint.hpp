@@ -38,17 +38,16 @@
 
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/dtype.hpp"
+#include "cpx/config/describe.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/io/checkpoint.hpp"
 #include "cpx/io/checkpoint_validator.hpp"
 #include "cpx/io/complexity_config_json.hpp"
 #include "cpx/io/safetensors_writer.hpp"
 #include "cpx/models/complexity_weights.hpp"
+#include "cpx/models/expert_layouts.hpp"
 
 namespace cpx {
-
-/// How the routed experts of a checkpoint were laid out.
-enum class ExpertLayout { none, split_input_major, fused_input_major, per_expert_linear };
 
 /// What loading found, for a caller who wants to report it.
 struct CheckpointReport {
@@ -67,30 +66,6 @@ struct LoadOptions {
     /// as a file is checked against a config.json beside it if there is one).
     bool require_config = true;
 };
-
-namespace detail {
-inline bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-/// Names of one layer's expert tensors in each accepted layout.
-struct ExpertNames {
-    std::string gate, up, down, gate_up, fused_down;
-    std::string expert(int e, const char* which) const { return prefix + "mlp.experts." + std::to_string(e) + "." + which + ".weight"; }
-    std::string prefix;
-};
-inline ExpertNames expert_names(const std::string& p) {
-    return {p + "mlp.gate_proj_w", p + "mlp.up_proj_w", p + "mlp.down_proj_w", p + "mlp.gate_up_proj",
-            p + "mlp.down_proj", p};
-}
-inline bool is_expert_slot(std::string_view name) {
-    return ends_with(name, "mlp.gate_proj_w") || ends_with(name, "mlp.up_proj_w") ||
-           ends_with(name, "mlp.down_proj_w") || ends_with(name, "mlp.gate_up_proj") || ends_with(name, "mlp.down_proj");
-}
-inline void expect_float(io::CheckpointValidator& v, const std::string& name, const std::vector<std::int64_t>& shape) {
-    if (v.expect(name, shape)) v.expect_dtype_in(name, {DType::f32, DType::bf16, DType::f16});
-}
-}  // namespace detail
 
 /// Loads a checkpoint (directory, index.json or .safetensors file) into
 /// weights of configuration C stored as W. `routing`: the table to use when
@@ -118,7 +93,7 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     ComplexityWeights<C, W> weights;
     const auto slots = weights.slots();
     io::CheckpointValidator v(ckpt);
-    constexpr std::int64_t d = C::hidden, E = C::experts, I = C::expert_width;
+    constexpr std::int64_t d = C::hidden;
 
     // ---- pass 1: check everything, read nothing
     for (const auto& s : slots)
@@ -126,30 +101,9 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     std::vector<ExpertLayout> layouts(C::layers, ExpertLayout::none);
     std::vector<bool> has_table(C::layers, false);
     for (int l = 0; C::routed && l < C::layers; ++l) {
-        const auto n = detail::expert_names(pre + "layers." + std::to_string(l) + ".");
-        if (ckpt.contains(n.gate) || ckpt.contains(n.up) || ckpt.contains(n.down)) {
-            layouts[l] = ExpertLayout::split_input_major;
-            detail::expect_float(v, n.gate, {E, d, I});
-            detail::expect_float(v, n.up, {E, d, I});
-            detail::expect_float(v, n.down, {E, I, d});
-        } else if (ckpt.contains(n.gate_up)) {
-            layouts[l] = ExpertLayout::fused_input_major;
-            detail::expect_float(v, n.gate_up, {E, d, 2 * I});
-            detail::expect_float(v, n.fused_down, {E, I, d});
-        } else if (ckpt.contains(n.expert(0, "gate_proj"))) {
-            layouts[l] = ExpertLayout::per_expert_linear;
-            for (int e = 0; e < E; ++e) {
-                detail::expect_float(v, n.expert(e, "gate_proj"), {I, d});
-                detail::expect_float(v, n.expert(e, "up_proj"), {I, d});
-                detail::expect_float(v, n.expert(e, "down_proj"), {d, I});
-            }
-        } else {
-            v.note("layer " + std::to_string(l) + ": missing routed experts (expected " + n.gate + "/" +
-                   "up_proj_w/down_proj_w, or " + n.gate_up + " with mlp.down_proj, or " + n.expert(0, "gate_proj") +
-                   " and the other experts.{e} tensors)");
-        }
+        layouts[l] = detail::expect_experts<C>(ckpt, v, pre + layer_prefix(l), l);
         if (C::mlp == MlpKind::token_routed) {
-            const std::string t = pre + "layers." + std::to_string(l) + ".mlp.token_to_expert";
+            const std::string t = pre + layer_prefix(l) + "mlp.token_to_expert";
             if (ckpt.contains(t)) {
                 has_table[l] = true;
                 if (v.expect(t, {C::vocab})) v.expect_dtype_in(t, {DType::i64, DType::i32});
@@ -176,7 +130,7 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
             v.note("unexpected tensor '" + name + "' (not part of this configuration)");
         }
     }
-    v.throw_if_errors("COMPLEXITY-DEEP checkpoint for the compiled configuration");
+    v.throw_if_errors("COMPLEXITY-DEEP checkpoint for the compiled configuration " + describe(C::dims));
 
     // ---- pass 2: read
     std::vector<float> values;
@@ -188,59 +142,21 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     for (const auto& s : slots)
         if (!(C::routed && detail::is_expert_slot(s.name))) s.assign(read(pre + s.name));
     if constexpr (C::routed) {
-        std::vector<float> gate(E * d * I), up(E * d * I), down(E * I * d);
-        for (int l = 0; l < C::layers; ++l) {
-            const auto n = detail::expert_names(pre + "layers." + std::to_string(l) + ".");
-            if (layouts[l] == ExpertLayout::split_input_major) {
-                gate = read(n.gate), up = read(n.up), down = read(n.down);
-            } else if (layouts[l] == ExpertLayout::fused_input_major) {
-                const auto& gu = read(n.gate_up);
-                for (std::int64_t e = 0; e < E; ++e)
-                    for (std::int64_t i = 0; i < d; ++i)
-                        for (std::int64_t j = 0; j < I; ++j) {
-                            gate[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + j];
-                            up[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + I + j];
-                        }
-                down = read(n.fused_down);
-            } else {
-                for (int e = 0; e < E; ++e) {  // nn.Linear [out, in] transposed to input-major
-                    const auto& g = read(n.expert(e, "gate_proj"));
-                    for (std::int64_t j = 0; j < I; ++j)
-                        for (std::int64_t i = 0; i < d; ++i) gate[(e * d + i) * I + j] = g[j * d + i];
-                    const auto& u = read(n.expert(e, "up_proj"));
-                    for (std::int64_t j = 0; j < I; ++j)
-                        for (std::int64_t i = 0; i < d; ++i) up[(e * d + i) * I + j] = u[j * d + i];
-                    const auto& dn = read(n.expert(e, "down_proj"));
-                    for (std::int64_t c = 0; c < d; ++c)
-                        for (std::int64_t j = 0; j < I; ++j) down[(e * I + j) * d + c] = dn[c * I + j];
-                }
-            }
-            auto& layer = weights.layers[static_cast<std::size_t>(l)];
-            for (std::int64_t e = 0; e < E; ++e)
-                for (std::int64_t i = 0; i < d; ++i)
-                    for (std::int64_t j = 0; j < I; ++j) {
-                        layer.gate_up[(e * d + i) * 2 * I + j] = from_float<W>(gate[(e * d + i) * I + j]);
-                        layer.gate_up[(e * d + i) * 2 * I + I + j] = from_float<W>(up[(e * d + i) * I + j]);
-                    }
-            for (std::size_t k = 0; k < down.size(); ++k) layer.down[k] = from_float<W>(down[k]);
-        }
+        for (int l = 0; l < C::layers; ++l)
+            detail::read_experts(ckpt, layouts[l], pre + layer_prefix(l), weights.layers[static_cast<std::size_t>(l)].mlp);
         found.expert_layout = layouts[0];
     }
     if constexpr (C::mlp == MlpKind::token_routed) {
         if (has_table[0]) {
-            std::vector<std::int64_t> first, table(C::vocab);
+            std::vector<std::int64_t> first;
             for (int l = 0; l < C::layers; ++l) {
-                const std::string t = pre + "layers." + std::to_string(l) + ".mlp.token_to_expert";
-                ckpt.read(t, std::span<std::int64_t>(table));
-                for (int tok = 0; tok < C::vocab; ++tok) {
-                    if (table[tok] < 0 || table[tok] >= E)
-                        raise<FormatError>(ckpt.context(), "tensor '", t, "' routes token ", tok, " to expert ",
-                                           table[tok], ", outside [0, ", E, ")");
-                    if (l > 0 && table[tok] != first[tok])
+                const std::string t = pre + layer_prefix(l) + "mlp.token_to_expert";
+                const std::vector<std::int64_t> table = detail::read_routing_table<C>(ckpt, t);
+                for (int tok = 0; l > 0 && tok < C::vocab; ++tok)
+                    if (table[tok] != first[tok])
                         raise<FormatError>(ckpt.context(), "tensor '", t, "' routes token ", tok, " to expert ",
                                            table[tok], " but layer 0 routes it to ", first[tok],
                                            ": every layer's token_to_expert must be the same table");
-                }
                 if (l == 0) first = table;
             }
             for (int tok = 0; tok < C::vocab; ++tok) weights.token_to_expert[tok] = static_cast<std::int32_t>(first[tok]);

@@ -24,6 +24,7 @@
 
 #include "cpx/config/prism_config.hpp"
 #include "cpx/core/dtype.hpp"
+#include "cpx/config/describe.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/io/checkpoint.hpp"
 #include "cpx/io/checkpoint_validator.hpp"
@@ -81,7 +82,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
     for (const std::string& name : v.unexpected_names())
         if (!detail::is_prism_mask_buffer(name))
             v.note("unexpected tensor '" + name + "' (not part of the PRISM model compiled here)");
-    v.throw_if_errors("PRISM");
+    v.throw_if_errors("PRISM checkpoint for the compiled configuration " + describe(C::dims));
 
     // ---- pass 2: read
     std::vector<float> values;

@@ -68,6 +68,35 @@ struct TensorSlot {
     }
 };
 
+/// Builds a list of slots; W is const-qualified for the slots of const weights.
+template <class W>
+struct SlotList {
+    using Float = typename TensorSlot<W>::Float;
+    std::vector<TensorSlot<W>> slots;
+
+    /// An fp32 vector (or scalar) of n values, initialised to `value`.
+    void vector(std::string name, std::vector<std::int64_t> shape, Float* data, std::int64_t n, float value) {
+        TensorSlot<W> s;
+        s.name = std::move(name), s.shape = std::move(shape), s.f32 = data, s.cols = n, s.init_value = value;
+        slots.push_back(std::move(s));
+    }
+    /// A [batches, rows, cols] block of W storage, initialised N(0, init_std).
+    void batched(std::string name, std::vector<std::int64_t> shape, W* base, std::int64_t batches, std::int64_t rows,
+                 std::int64_t cols, std::int64_t batch_stride, std::int64_t row_stride, double init_std) {
+        TensorSlot<W> s;
+        s.name = std::move(name), s.shape = std::move(shape), s.w = base;
+        s.batches = batches, s.rows = rows, s.cols = cols, s.batch_stride = batch_stride, s.row_stride = row_stride,
+        s.init_std = init_std;
+        slots.push_back(std::move(s));
+    }
+    /// A [rows, cols] matrix of W storage with rows `row_stride` apart.
+    void matrix(std::string name, std::vector<std::int64_t> shape, W* base, std::int64_t rows, std::int64_t cols,
+                std::int64_t row_stride, double init_std) {
+        batched(std::move(name), std::move(shape), base, 1, rows, cols, 0, row_stride, init_std);
+    }
+    TensorSlot<W>& back() { return slots.back(); }
+};
+
 /// Seeded initialisation of every slot, each from its own stream named after
 /// it: orthogonal, N(0, init_std), or the constant init_value. Streams are
 /// independent, so tensors are drawn in parallel with the same result for any

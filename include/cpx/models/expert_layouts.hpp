@@ -1,0 +1,152 @@
+#pragma once
+// The layouts in which a checkpoint may store one layer's routed experts, and
+// their conversion to the compute layout (RoutedExpertParams: gate_up
+// [E, d, 2 I_e] with gate | up columns, down [E, I_e, d]). Used by the model
+// loader for every layer and by the single-layer loader.
+//   split_input_major   mlp.gate_proj_w / up_proj_w [E, d, I_e] + down_proj_w [E, I_e, d]
+//                       (the framework)
+//   fused_input_major   mlp.gate_up_proj [E, d, 2 I_e] + mlp.down_proj [E, I_e, d]
+//                       (its first public version and the learned-router ablation)
+//   per_expert_linear   mlp.experts.{e}.{gate_proj,up_proj}.weight [I_e, d] + down_proj.weight [d, I_e]
+//                       (nn.Linear layout: the pilot and the vLLM plugin)
+// Also the routing table a layer may carry, mlp.token_to_expert [V] (int64 or int32).
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/io/checkpoint.hpp"
+#include "cpx/io/checkpoint_validator.hpp"
+#include "cpx/models/complexity_layer_params.hpp"
+
+namespace cpx {
+
+/// How the routed experts of a checkpoint were laid out.
+enum class ExpertLayout { none, split_input_major, fused_input_major, per_expert_linear };
+
+namespace detail {
+
+inline bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// Whether a slot name is one of the routed experts' (read through the layouts
+/// below rather than slot by slot).
+inline bool is_expert_slot(std::string_view name) {
+    return ends_with(name, "mlp.gate_proj_w") || ends_with(name, "mlp.up_proj_w") ||
+           ends_with(name, "mlp.down_proj_w") || ends_with(name, "mlp.gate_up_proj") || ends_with(name, "mlp.down_proj");
+}
+
+inline void expect_float(io::CheckpointValidator& v, const std::string& name, const std::vector<std::int64_t>& shape) {
+    if (v.expect(name, shape)) v.expect_dtype_in(name, {DType::f32, DType::bf16, DType::f16});
+}
+
+/// Names of one layer's expert tensors in each accepted layout; `p` is the
+/// layer's prefix ("[model.]layers.{i}.").
+struct ExpertNames {
+    std::string p;
+    std::string gate() const { return p + "mlp.gate_proj_w"; }
+    std::string up() const { return p + "mlp.up_proj_w"; }
+    std::string down() const { return p + "mlp.down_proj_w"; }
+    std::string gate_up() const { return p + "mlp.gate_up_proj"; }
+    std::string fused_down() const { return p + "mlp.down_proj"; }
+    std::string expert(int e, const char* which) const {
+        return p + "mlp.experts." + std::to_string(e) + "." + which + ".weight";
+    }
+};
+
+/// Finds the layout of layer `layer`'s experts and records every expected
+/// tensor with `v` (missing or misshapen ones become problems there).
+template <ComplexityConfigType C>
+ExpertLayout expect_experts(const io::Checkpoint& ckpt, io::CheckpointValidator& v, const std::string& p, int layer) {
+    constexpr std::int64_t d = C::hidden, E = C::experts, I = C::expert_width;
+    const ExpertNames n{p};
+    if (ckpt.contains(n.gate()) || ckpt.contains(n.up()) || ckpt.contains(n.down())) {
+        expect_float(v, n.gate(), {E, d, I});
+        expect_float(v, n.up(), {E, d, I});
+        expect_float(v, n.down(), {E, I, d});
+        return ExpertLayout::split_input_major;
+    }
+    if (ckpt.contains(n.gate_up())) {
+        expect_float(v, n.gate_up(), {E, d, 2 * I});
+        expect_float(v, n.fused_down(), {E, I, d});
+        return ExpertLayout::fused_input_major;
+    }
+    if (ckpt.contains(n.expert(0, "gate_proj"))) {
+        for (int e = 0; e < E; ++e) {
+            expect_float(v, n.expert(e, "gate_proj"), {I, d});
+            expect_float(v, n.expert(e, "up_proj"), {I, d});
+            expect_float(v, n.expert(e, "down_proj"), {d, I});
+        }
+        return ExpertLayout::per_expert_linear;
+    }
+    v.note("layer " + std::to_string(layer) + ": missing routed experts (expected " + n.gate() +
+           "/up_proj_w/down_proj_w, or " + n.gate_up() + " with mlp.down_proj, or " + n.expert(0, "gate_proj") +
+           " and the other experts.{e} tensors)");
+    return ExpertLayout::none;
+}
+
+/// Reads a validated layer's experts, in `layout`, into the compute layout.
+template <ComplexityConfigType C, class W>
+void read_experts(const io::Checkpoint& ckpt, ExpertLayout layout, const std::string& p, RoutedExpertParams<C, W>& out) {
+    constexpr std::int64_t d = C::hidden, E = C::experts, I = C::expert_width;
+    const ExpertNames n{p};
+    std::vector<float> gate(E * d * I), up(E * d * I), down(E * I * d), values;
+    const auto read = [&](const std::string& name) -> const std::vector<float>& {
+        values.resize(static_cast<std::size_t>(ckpt.get(name).numel()));
+        ckpt.read(name, std::span<float>(values));
+        return values;
+    };
+    if (layout == ExpertLayout::split_input_major) {
+        gate = read(n.gate()), up = read(n.up()), down = read(n.down());
+    } else if (layout == ExpertLayout::fused_input_major) {
+        const auto& gu = read(n.gate_up());
+        for (std::int64_t e = 0; e < E; ++e)
+            for (std::int64_t i = 0; i < d; ++i)
+                for (std::int64_t j = 0; j < I; ++j) {
+                    gate[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + j];
+                    up[(e * d + i) * I + j] = gu[(e * d + i) * 2 * I + I + j];
+                }
+        down = read(n.fused_down());
+    } else {
+        require<InputError>(layout == ExpertLayout::per_expert_linear, "read_experts: no expert layout");
+        for (int e = 0; e < E; ++e) {  // nn.Linear [out, in] transposed to input-major
+            const auto& g = read(n.expert(e, "gate_proj"));
+            for (std::int64_t j = 0; j < I; ++j)
+                for (std::int64_t i = 0; i < d; ++i) gate[(e * d + i) * I + j] = g[j * d + i];
+            const auto& u = read(n.expert(e, "up_proj"));
+            for (std::int64_t j = 0; j < I; ++j)
+                for (std::int64_t i = 0; i < d; ++i) up[(e * d + i) * I + j] = u[j * d + i];
+            const auto& dn = read(n.expert(e, "down_proj"));
+            for (std::int64_t c = 0; c < d; ++c)
+                for (std::int64_t j = 0; j < I; ++j) down[(e * I + j) * d + c] = dn[c * I + j];
+        }
+    }
+    for (std::int64_t e = 0; e < E; ++e)
+        for (std::int64_t i = 0; i < d; ++i)
+            for (std::int64_t j = 0; j < I; ++j) {
+                out.gate_up[(e * d + i) * 2 * I + j] = from_float<W>(gate[(e * d + i) * I + j]);
+                out.gate_up[(e * d + i) * 2 * I + I + j] = from_float<W>(up[(e * d + i) * I + j]);
+            }
+    for (std::size_t k = 0; k < down.size(); ++k) out.down[k] = from_float<W>(down[k]);
+}
+
+/// The routing table tensor `name` [V] (int64 or int32), every entry checked
+/// to be an expert of [0, E).
+template <ComplexityConfigType C>
+std::vector<std::int64_t> read_routing_table(const io::Checkpoint& ckpt, const std::string& name) {
+    std::vector<std::int64_t> table(C::vocab);
+    ckpt.read(name, std::span<std::int64_t>(table));
+    for (int tok = 0; tok < C::vocab; ++tok)
+        if (table[tok] < 0 || table[tok] >= C::experts)
+            raise<FormatError>(ckpt.context(), "tensor '", name, "' routes token ", tok, " to expert ", table[tok],
+                               ", outside [0, ", C::experts, ")");
+    return table;
+}
+
+}  // namespace detail
+}  // namespace cpx
