@@ -7,11 +7,13 @@
 #include <doctest/doctest.h>
 
 #include <cpx/cuda/complexity_model.cuh>
+#include <cpx/cuda/prism_model.cuh>
 #include <cpx/cuda/graph.cuh>
 #include <cpx/cuda/greedy_decode.cuh>
 #include <cpx/models/generation.hpp>
 
 #include <optional>
+#include <type_traits>
 
 #include "complexity_cpu_reference.hpp"
 #include "cuda_test_support.cuh"
@@ -19,6 +21,15 @@
 
 using namespace cpx;
 namespace gpu = cpx::cuda;  // CUB brings a global ::cuda namespace (libcu++)
+
+// Value semantics, checked at compile time: the CUDA models, caches and buffers
+// own device memory and cannot be copied (a copy would share or double-free it).
+static_assert(!std::is_copy_constructible_v<gpu::ComplexityModel<presets::TinyComplexity>> &&
+              !std::is_copy_assignable_v<gpu::ComplexityModel<presets::TinyComplexity>>);
+static_assert(!std::is_copy_constructible_v<gpu::PrismModel<presets::TinyPrism>>);
+static_assert(!std::is_copy_constructible_v<gpu::KvCache<float>> && std::is_move_constructible_v<gpu::KvCache<float>>);
+static_assert(!std::is_copy_constructible_v<gpu::DeviceBuffer<float>> &&
+              std::is_nothrow_move_constructible_v<gpu::DeviceBuffer<float>>);
 
 namespace {
 

@@ -33,6 +33,14 @@ inline constexpr std::string_view checkpoint_index_file = "model.safetensors.ind
 
 class Checkpoint {
 public:
+    // The name index points into the opened files: moves keep it valid (the
+    // files' storage moves with them), a copy could not, so there is none.
+    Checkpoint(const Checkpoint&) = delete;
+    Checkpoint& operator=(const Checkpoint&) = delete;
+    Checkpoint(Checkpoint&&) noexcept = default;
+    Checkpoint& operator=(Checkpoint&&) noexcept = default;
+    ~Checkpoint() = default;
+
     static Checkpoint open(const std::filesystem::path& path) {
         namespace fs = std::filesystem;
         Checkpoint c;
@@ -105,6 +113,7 @@ public:
     std::string context() const { return "checkpoint '" + path_.string() + "': "; }
 
 private:
+    Checkpoint() = default;
     std::filesystem::path path_;
     bool sharded_ = false;
     std::vector<SafetensorsFile> files_;

@@ -13,9 +13,11 @@
 // either over the tokens of the call alone or appended to the sequence's
 // KV cache (prefill, chunked prefill at any offset, decode).
 //
-// A model object owns its workspaces and is not for concurrent use from
-// several threads (each call is itself multi-threaded). Once a call of a given
-// size has run, calls no larger allocate nothing.
+// A model object owns its weights and workspaces and is not for concurrent use
+// from several threads (each call is itself multi-threaded). Once a call of a
+// given size has run, calls no larger allocate nothing. Models are values: a
+// copy owns its own weights and workspaces (it holds no view into the source,
+// which may then be destroyed) and starts with no observers attached.
 
 #include <algorithm>
 #include <cstdint>
@@ -60,7 +62,7 @@ public:
     using Tokens = TokenSpan;
 
     explicit ComplexityModel(Weights weights) : weights_(std::move(weights)), attention_(make_attention()) {
-        if constexpr (C::mlp == MlpKind::token_routed) routing_ = weights_.routing();
+        if constexpr (C::mlp == MlpKind::token_routed) (void)weights_.routing();  // validates the table once
     }
 
     const Weights& weights() const { return weights_; }
@@ -200,7 +202,7 @@ private:
             if constexpr (C::routed)
                 if (expert_load_) counts = expert_load_->tokens[l];
             if constexpr (C::mlp == MlpKind::token_routed)
-                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing_, h, counts);
+                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing(), h, counts);
             else if constexpr (C::mlp == MlpKind::learned_router)
                 mlp_.forward(weights_.learned_router_mlp(l), m, h, counts);
             else
@@ -264,8 +266,16 @@ private:
         else return Attention();
     }
 
+    /// The weights' table, validated by the constructor (the weights are not
+    /// mutable through the model). A view made per call, never stored, so
+    /// that copies and moves of the model cannot point at another's table.
+    TokenRouting routing() const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        return TokenRouting::prevalidated(weights_.token_to_expert, C::experts);
+    }
+
     Weights weights_;
-    TokenRouting routing_;
     Attention attention_;
     Mlp mlp_;
     cpu::LinearScratch scratch_;
@@ -273,9 +283,9 @@ private:
     std::vector<std::int64_t> tokens_;
     std::vector<cpu::SequenceRows<KV>> rows_;
     std::vector<Tokens> batch_;
-    ExpertLoad<C>* expert_load_ = nullptr;
-    MuContributions<C>* mu_contributions_ = nullptr;
-    cpu::AttentionDistance* distance_ = nullptr;
+    ObserverPtr<ExpertLoad<C>> expert_load_;
+    ObserverPtr<MuContributions<C>> mu_contributions_;
+    ObserverPtr<cpu::AttentionDistance> distance_;
 };
 
 }  // namespace cpx

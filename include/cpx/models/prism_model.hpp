@@ -10,8 +10,10 @@
 // its own (from position 0) or appended to its KV cache (prefill, chunked
 // prefill, decode). Generation and sampling work on either model.
 //
-// A model object owns its workspaces and is not for concurrent use from
-// several threads (each call is itself multi-threaded).
+// A model object owns its weights and workspaces and is not for concurrent use
+// from several threads (each call is itself multi-threaded). Models are
+// values: a copy owns its own weights and workspaces and starts with no
+// observers attached.
 
 #include <algorithm>
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/sequence_rows.hpp"
 #include "cpx/cpu/workspace.hpp"
+#include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/kv_cache.hpp"
 #include "cpx/models/prism_weights.hpp"
 #include "cpx/models/sequence_batch.hpp"
@@ -209,7 +212,7 @@ private:
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;
     std::vector<Tokens> batch_;
-    cpu::AttentionDistance* distance_ = nullptr;
+    ObserverPtr<cpu::AttentionDistance> distance_;
 };
 
 }  // namespace cpx

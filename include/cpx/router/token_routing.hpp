@@ -28,6 +28,14 @@ public:
                 raise<InputError>("token routing: token ", t, " maps to expert ", table[t], ", outside [0, ", experts, ")");
     }
 
+    /// Views a table the caller has already validated (e.g. through the
+    /// checking constructor when it was loaded); checks nothing.
+    static TokenRouting prevalidated(std::span<const std::int32_t> table, int experts) {
+        TokenRouting r;
+        r.table_ = table.data(), r.vocab_ = table.size(), r.experts_ = experts;
+        return r;
+    }
+
     CPX_HOST_DEVICE std::size_t vocab() const { return vocab_; }
     CPX_HOST_DEVICE int experts() const { return experts_; }
     CPX_HOST_DEVICE const std::int32_t* data() const { return table_; }
