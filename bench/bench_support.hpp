@@ -7,7 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include <Eigen/Core>
+#include <cpx/cpu/eigen.hpp>
 #include <omp.h>
 
 #include <algorithm>

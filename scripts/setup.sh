@@ -5,7 +5,8 @@
 set -euo pipefail
 
 # python3-torch and python3-numpy: the independent PyTorch reference of the test suite.
-packages=(cmake make g++ libeigen3-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
+# clang and libomp-dev: the test suite also builds a consumer project with clang++.
+packages=(cmake make g++ clang libomp-dev libeigen3-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
 for arg in "$@"; do
     case "$arg" in
         --bench) packages+=(python3-matplotlib) ;;
@@ -25,10 +26,4 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
     echo "setup: all build dependencies present"
-fi
-
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    echo "setup: CUDA compiler found; the CUDA targets will be compiled"
-else
-    echo "setup: no CUDA compiler; the CPU path only (install the CUDA Toolkit for the GPU path)"
 fi

@@ -17,7 +17,7 @@
 #if defined(__AVX512F__)
 #define CPX_HAVE_ATTENTION_DECODE_AVX512 1
 
-#include <immintrin.h>
+#include "cpx/cpu/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
 #include <algorithm>
 #include <cstdint>

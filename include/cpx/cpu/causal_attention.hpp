@@ -9,7 +9,7 @@
 // `groups` heads that share a KV head into one GEMM against that head's keys,
 // so K and V are read once per block and the products run at GEMM speed.
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include <algorithm>
 #include <concepts>

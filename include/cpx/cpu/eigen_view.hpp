@@ -2,7 +2,7 @@
 // Eigen maps over cpx views: the CPU path runs Eigen's algebra on the caller's
 // buffers without copies. Only CPU headers include this (never a .cu file).
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include "cpx/core/tensor_view.hpp"
 

@@ -11,7 +11,7 @@
 // (erff: 1 ulp), far inside the GELU test's bound. NaN propagates; erf(+-inf)
 // = +-1, so GELU(+inf) = +inf and GELU(-inf) = NaN, as the scalar definition.
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // The GPT-2 MLP on the CPU: c_proj(GELU(c_fc(x))), both Linears with optional
 // biases, in the nn.Linear layout (weight [out, in], y = x W^T + b).
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"

@@ -20,7 +20,7 @@
 #if defined(__AVX512F__)
 #define CPX_HAVE_GEMV_AVX512 1
 
-#include <immintrin.h>
+#include "cpx/cpu/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
 #include <algorithm>
 #include <cstdint>

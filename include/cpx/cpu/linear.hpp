@@ -12,7 +12,7 @@
 // that is a GEMV threaded over the output features, which Eigen alone does not
 // thread; it reads each weight exactly once.
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include <algorithm>
 #include <type_traits>

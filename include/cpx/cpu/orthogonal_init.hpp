@@ -4,8 +4,10 @@
 // column signs fixed by diag(R) so that the result is Haar-distributed, as
 // torch.nn.init.orthogonal_ draws it.
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
+CPX_BEGIN_THIRD_PARTY_INCLUDES
 #include <Eigen/QR>
+CPX_END_THIRD_PARTY_INCLUDES
 #include <type_traits>
 
 #include "cpx/core/error.hpp"

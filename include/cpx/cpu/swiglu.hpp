@@ -3,7 +3,7 @@
 // h[r, j] = SiLU(h[r, j]) * h[r, width + j] for j < width (cpx/layers/activation_math.hpp,
 // evaluated with Eigen's vectorised exp).
 
-#include <Eigen/Core>
+#include "cpx/cpu/eigen.hpp"
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/strided.hpp"
