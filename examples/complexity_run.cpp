@@ -44,8 +44,11 @@ using cpx_example::UsageError;
 template <class W>
 cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
     std::span<const std::int32_t> routing;
+    std::string routing_source;
 #ifdef CPX_BUILD_ROUTING_HEADER
     routing = CPX_BUILD_ROUTING::token_to_expert;
+    routing_source = std::string(cpx::router::name_of(CPX_BUILD_ROUTING::algorithm)) + ", " +
+                     std::string(CPX_BUILD_ROUTING::source);
 #endif
     if (!o.checkpoint.empty()) {
         cpx::CheckpointReport report;
@@ -57,9 +60,18 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
         return w;
     }
     auto w = cpx::ComplexityWeights<Config, W>::random(o.seed);
-    if constexpr (Config::mlp == cpx::MlpKind::token_routed)
-        if (!routing.empty()) w.token_to_expert.assign(routing.begin(), routing.end());
-    std::printf("random initialisation, seed %llu\n", static_cast<unsigned long long>(o.seed));
+    std::printf("weights: the spec's random initialisation, seed %llu (--checkpoint DIR loads real weights; "
+                "the tokens generated from random weights are arbitrary)\n",
+                static_cast<unsigned long long>(o.seed));
+    if constexpr (Config::mlp == cpx::MlpKind::token_routed) {
+        if (!routing.empty()) {
+            w.token_to_expert.assign(routing.begin(), routing.end());
+            std::printf("routing: token id -> expert by the table computed at build time (%s)\n",
+                        routing_source.c_str());
+        } else {
+            std::printf("routing: token id t -> expert t mod %d\n", Config::experts);
+        }
+    }
     return w;
 }
 

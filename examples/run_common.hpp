@@ -176,22 +176,41 @@ int run_model(Model& model, const Options& o) {
                                   {static_cast<std::int64_t>(o.tokens.size()), static_cast<std::int64_t>(Config::vocab)});
         std::printf("logits [%zu, %d] written to %s\n", o.tokens.size(), Config::vocab, o.dump_logits.c_str());
     }
-    const auto capacity = static_cast<cpx::index_t>(o.tokens.size()) + std::max(o.generate, 1);
+    // The last generated token is never fed back, so it needs no cache position.
+    const auto capacity = static_cast<cpx::index_t>(o.tokens.size()) + std::max(o.generate - 1, 0);
     cpx::require<cpx::InputError>(capacity <= Config::max_positions, static_cast<long long>(o.tokens.size()),
                                   " prompt tokens + ", o.generate, " generated exceed the context of ",
                                   Config::max_positions);
     typename Model::Cache cache(capacity);
-    // A warm-up pass over the prompt, so that the timings below exclude one-time
-    // costs (starting the thread pool, sizing the workspaces).
-    model.extend(cache, o.tokens, cpx::LogitsAt::none, cpx::cpu::RowBlock<float>{nullptr, 0, Config::vocab, Config::vocab});
-    cache.clear();
     cpx::GenerationStats stats;
-    const auto out = cpx::generate(model, cache, o.tokens, o.generate, o.sampling, std::nullopt, &stats);
+    // warm_up: the timed prefill excludes one-time costs (starting the thread
+    // pool, sizing the workspaces).
+    const auto out = cpx::generate(model, cache, o.tokens,
+                                   {.max_new_tokens = o.generate, .sampling = o.sampling, .warm_up = true,
+                                    .stats = &stats});
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    std::printf("prompt: %zu token ids:", o.tokens.size());
+    for (std::size_t i = 0; i < o.tokens.size(); ++i)
+        std::printf("%s%lld", i ? "," : " ", static_cast<long long>(o.tokens[i]));
+    std::printf(" (--tokens to change)\n");
+    if (o.sampling.temperature > 0.0f)
+        std::printf("decoding: sampling at temperature %g, top-k %d, top-p %g, seed %llu; %d CPU threads\n",
+                    static_cast<double>(o.sampling.temperature), o.sampling.top_k, static_cast<double>(o.sampling.top_p),
+                    static_cast<unsigned long long>(o.sampling.seed), threads);
+    else
+        std::printf("decoding: greedy (the most likely token each step); %d CPU threads (--threads to change)\n",
+                    threads);
     std::printf("generated:");
     for (std::size_t i = 0; i < out.size(); ++i) std::printf("%s%lld", i ? "," : " ", static_cast<long long>(out[i]));
-    std::printf("\nprefill: %lld tokens in %.3f ms (%.1f tokens/s)\n", static_cast<long long>(stats.prompt_tokens),
-                stats.prefill_seconds * 1e3, stats.prefill_tokens_per_second());
-    std::printf("decode:  %lld tokens in %.3f ms (%.1f tokens/s)\n",
+    std::printf(" (token ids)\n");
+    std::printf("prefill: %lld tokens in %.3f ms (%.1f tokens/s): the prompt in one pass, after an untimed warm-up "
+                "pass; the first generated token comes from it\n",
+                static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds * 1e3,
+                stats.prefill_tokens_per_second());
+    std::printf("decode:  %lld tokens in %.3f ms (%.1f tokens/s): one token per step through the KV cache\n",
                 static_cast<long long>(std::max<std::int64_t>(0, stats.generated_tokens - 1)),
                 stats.decode_seconds * 1e3, stats.decode_tokens_per_second());
     return 0;

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "run: building the CPU demo program (the CUDA path is not needed for it)"
 cmake --preset release -DCPX_CUDA=OFF >/dev/null
 cmake --build --preset release --target complexity_run_ComplexityDeep187M -j "$(nproc)"
 ./build/release/examples/complexity_run_ComplexityDeep187M "$@"

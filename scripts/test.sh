@@ -11,6 +11,11 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH="/usr/local/cuda/bin:$PATH"
 fi
 jobs=$(nproc)
+if command -v nvcc >/dev/null 2>&1; then
+    echo "test: nvcc found: the CUDA targets are compiled too (GPU tests skip without a GPU)"
+else
+    echo "test: no nvcc: the CPU path only (install the CUDA Toolkit to compile the GPU path)"
+fi
 
 echo "== release build and tests"
 cmake --preset release

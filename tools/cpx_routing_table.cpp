@@ -173,10 +173,14 @@ int run(int argc, char** argv) {
 
     write_file(header, h.str());
     write_file(check, c.str());
-    std::printf("cpx-routing-table: %s: tokens per expert %zu..%zu, max/min load %.4fx, max-min load %llu "
-                "(largest count %llu)\n",
-                qualified.c_str(), s.min_tokens, s.max_tokens, s.load_ratio(),
-                static_cast<unsigned long long>(s.load_spread()), static_cast<unsigned long long>(s.largest_count));
+    // Token ids per expert is the table's shape; the loads weigh each id by its
+    // count in the frequency table (expected tokens per expert on that text).
+    std::printf("cpx-routing-table: %s (%s): %zu token ids onto %d experts, %zu..%zu ids per expert; "
+                "expected token load per expert: max/min %.4fx, heaviest - lightest %llu "
+                "(the bound is the largest single id's count, %llu)\n",
+                qualified.c_str(), algorithm_name.c_str(), table.size(), experts, s.min_tokens, s.max_tokens,
+                s.load_ratio(), static_cast<unsigned long long>(s.load_spread()),
+                static_cast<unsigned long long>(s.largest_count));
     return 0;
 }
 

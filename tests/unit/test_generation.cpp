@@ -113,7 +113,7 @@ TEST_CASE("generation stops after the stop token and refuses to overflow the cac
     KVCache<C> probe_cache(40);
     const auto free_run = generate(model, probe_cache, prompt, 8);
     KVCache<C> cache(40);
-    const auto stopped = generate(model, cache, prompt, 8, {}, free_run[2]);
+    const auto stopped = generate(model, cache, prompt, {.max_new_tokens = 8, .stop_token = free_run[2]});
     CHECK(stopped.size() <= 3);
     CHECK(stopped.back() == free_run[2]);
     KVCache<C> small(10);
@@ -127,9 +127,27 @@ TEST_CASE("generation reports token counts and timings") {
     KVCache<C> cache(40);
     GenerationStats stats;
     const auto prompt = cpx::testing::random_tokens(7, C::vocab, 11);
-    generate(model, cache, prompt, 5, {}, std::nullopt, &stats);
+    generate(model, cache, prompt, {.max_new_tokens = 5, .stats = &stats});
     CHECK(stats.prompt_tokens == 7);
     CHECK(stats.generated_tokens == 5);
     CHECK(stats.prefill_seconds > 0.0);
     CHECK(stats.decode_tokens_per_second() > 0.0);
+}
+
+TEST_CASE("a warm-up pass leaves the tokens and the cache as without it") {
+    ComplexityModel<C> model(cpx::testing::test_weights<C>(12));
+    const auto prompt = cpx::testing::random_tokens(9, C::vocab, 13);
+    KVCache<C> cold(20), warm(20);
+    GenerationStats stats;
+    const auto a = generate(model, cold, prompt, {.max_new_tokens = 6});
+    const auto b = generate(model, warm, prompt, {.max_new_tokens = 6, .warm_up = true, .stats = &stats});
+    CHECK(a == b);
+    CHECK(warm.length() == cold.length());
+    CHECK(warm.length() == 9 + 6 - 1);
+    CHECK(stats.prompt_tokens == 9);
+    // A prompt that fills the cache exactly still generates one token (it is never fed back).
+    KVCache<C> exact(9);
+    CHECK(generate(model, exact, prompt, {.max_new_tokens = 1, .warm_up = true}).size() == 1);
+    KVCache<C> none(9);
+    CHECK(generate(model, none, prompt, {.max_new_tokens = 0}).empty());
 }

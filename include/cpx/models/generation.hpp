@@ -100,7 +100,11 @@ private:
 /// Timings of one generate() call.
 struct GenerationStats {
     std::int64_t prompt_tokens = 0, generated_tokens = 0;
-    double prefill_seconds = 0.0, decode_seconds = 0.0;
+    /// The prompt's pass through the model. Without GenerateOptions::warm_up it
+    /// includes one-time costs of a model's first call of that size (sizing
+    /// its workspaces, starting the thread pool).
+    double prefill_seconds = 0.0;
+    double decode_seconds = 0.0;
     double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0; }
     /// Decode steps per second (the first generated token comes from the prefill).
     double decode_tokens_per_second() const {
@@ -108,24 +112,41 @@ struct GenerationStats {
     }
 };
 
-/// Appends `prompt` to `cache` and generates up to `max_new_tokens` tokens,
-/// stopping early after `stop_token` (which is included). Returns the new tokens.
+/// What generate() does besides the prompt, by name:
+///   generate(model, cache, prompt, {.max_new_tokens = 64, .sampling = {.temperature = 0.8f}, .stop_token = eos});
+struct GenerateOptions {
+    int max_new_tokens = 16;
+    SamplingParams sampling{};                     ///< default: greedy
+    std::optional<std::int64_t> stop_token{};      ///< stop after generating it (it is included)
+    /// Run the prompt through the model once first, untimed, then forget it
+    /// from the cache, so that stats->prefill_seconds measures a warm call.
+    bool warm_up = false;
+    GenerationStats* stats = nullptr;              ///< filled when given
+};
+
+/// Appends `prompt` to `cache` and generates up to options.max_new_tokens
+/// tokens. Returns the new tokens. The cache must have room for the prompt and
+/// all but the last generated token (which is never fed back).
 template <class Model>
 std::vector<std::int64_t> generate(Model& model, typename Model::Cache& cache, std::span<const std::int64_t> prompt,
-                                   int max_new_tokens, const SamplingParams& params = {},
-                                   std::optional<std::int64_t> stop_token = std::nullopt,
-                                   GenerationStats* stats = nullptr) {
+                                   const GenerateOptions& options) {
     constexpr int vocab = Model::Config::vocab;
+    const int max_new_tokens = options.max_new_tokens;
     require<InputError>(!prompt.empty(), "generate: the prompt is empty");
     require<InputError>(max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ", max_new_tokens);
     const std::int64_t needed = cache.length() + static_cast<std::int64_t>(prompt.size()) + std::max(0, max_new_tokens - 1);
     require<InputError>(needed <= cache.capacity(), "generate: ", cache.length(), " cached + ", prompt.size(),
                         " prompt + ", max_new_tokens, " new tokens need ", needed, " positions; the cache holds ",
                         cache.capacity());
-    TokenSampler sample(params, vocab);
+    TokenSampler sample(options.sampling, vocab);
     std::vector<float> logits(vocab);
     std::vector<std::int64_t> out;
     out.reserve(static_cast<std::size_t>(max_new_tokens));
+    if (options.warm_up) {
+        const auto length = cache.length();
+        model.extend(cache, prompt, LogitsAt::last, cpu::rows_of(logits.data(), 1, vocab));
+        cache.truncate(length);
+    }
     GenerationStats s;
     s.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     using clock = std::chrono::steady_clock;
@@ -137,13 +158,20 @@ std::vector<std::int64_t> generate(Model& model, typename Model::Cache& cache, s
     for (int i = 0; i < max_new_tokens; ++i) {
         const std::int64_t token = sample(logits);
         out.push_back(token);
-        if ((stop_token && token == *stop_token) || i + 1 == max_new_tokens) break;
+        if ((options.stop_token && token == *options.stop_token) || i + 1 == max_new_tokens) break;
         model.decode(caches, std::span<const std::int64_t>(&out.back(), 1), cpu::rows_of(logits.data(), 1, vocab));
     }
     s.generated_tokens = static_cast<std::int64_t>(out.size());
     s.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
-    if (stats) *stats = s;
+    if (options.stats) *options.stats = s;
     return out;
+}
+
+/// The short form: up to `max_new_tokens` tokens drawn with `sampling` (greedy by default).
+template <class Model>
+std::vector<std::int64_t> generate(Model& model, typename Model::Cache& cache, std::span<const std::int64_t> prompt,
+                                   int max_new_tokens, const SamplingParams& sampling = {}) {
+    return generate(model, cache, prompt, GenerateOptions{.max_new_tokens = max_new_tokens, .sampling = sampling});
 }
 
 }  // namespace cpx
