@@ -57,7 +57,7 @@ inline std::string usage(std::string_view program) {
     return "usage: " + std::string(program) +
            " [options]\n"
            "  --checkpoint DIR     load DIR/model.safetensors (or its shard index) and DIR/config.json\n"
-           "                       (default: the spec's random initialisation)\n"
+           "                       (default: random weights, the papers' initialisation, docs/MODELS.md)\n"
            "  --seed S             seed of the random initialisation and of sampling (default 0)\n"
            "  --tokens 1,2,3       prompt token ids (default 1,2,3,4,5,6,7,8)\n"
            "  --generate N         tokens to generate (default 16; 0 runs the prompt only)\n"
@@ -118,6 +118,8 @@ inline Options parse(int argc, char** argv, const std::string& usage_text) {
             throw UsageError("unknown option '" + std::string(flag) + "'");
         if (i + 1 >= argc) throw UsageError(std::string(flag) + " needs a value");
         const std::string_view value = argv[++i];
+        if (value.empty() && (flag == "--checkpoint" || flag == "--save-checkpoint" || flag == "--dump-logits"))
+            throw UsageError(std::string(flag) + " needs a path, got an empty one");
         if (flag == "--checkpoint") o.checkpoint = value;
         else if (flag == "--seed") o.seed = parse_number<std::uint64_t>(flag, value);
         else if (flag == "--tokens") o.tokens = parse_tokens(value);

@@ -2,9 +2,11 @@
 // Errors the library reports. Input validation never uses assert: every bad
 // input becomes an exception whose message names the offending thing.
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <sstream>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace cpx {
@@ -27,16 +29,76 @@ class FormatError : public Error { public: using Error::Error; };
 /// Failures reported by the CUDA runtime or its libraries.
 class CudaError : public Error { public: using Error::Error; };
 
+/// `text` made safe to quote in a message: control bytes, DEL and bytes that
+/// are not UTF-8 become \n, \t, \r or \xNN; valid UTF-8 is kept. Text from a
+/// file then cannot move a terminal's cursor, clear its screen, forge a line
+/// of output or (with a NUL) cut the message short where it is printed.
+inline std::string printable(std::string_view text) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    const auto escape = [&](unsigned char c) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    };
+    for (std::size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) escape(c);
+            else out += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // A well-formed UTF-8 sequence (no overlongs, no surrogates, at most U+10FFFF) is kept.
+        const std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+        bool ok = n != 0 && c <= 0xf4 && i + n <= text.size();
+        for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+        if (ok && n >= 3) {
+            const auto c1 = static_cast<unsigned char>(text[i + 1]);
+            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+                 !(c == 0xf4 && c1 >= 0x90);
+        }
+        if (ok) {
+            out.append(text.substr(i, n));
+            i += n;
+        } else {
+            escape(c);
+            ++i;
+        }
+    }
+    return out;
+}
+
 namespace detail {
+/// Message text of our own (e.g. a multi-line list we composed), passed to raise unescaped.
+struct Verbatim {
+    std::string text;
+};
+inline Verbatim verbatim(std::string text) { return {std::move(text)}; }
+
+/// String literals are the library's own words and pass as they are; strings
+/// known only at run time (names and text from files) are escaped.
+template <class T>
+void append_part(std::ostringstream& out, T&& part) {
+    using D = std::remove_cvref_t<T>;
+    if constexpr (std::is_array_v<std::remove_reference_t<T>>) out << part;
+    else if constexpr (std::is_same_v<D, Verbatim>) out << part.text;
+    else if constexpr (std::is_convertible_v<const D&, std::string_view>) out << printable(std::string_view(part));
+    else if constexpr (std::is_same_v<D, char>) out << printable(std::string_view(&part, 1));
+    else out << std::forward<T>(part);
+}
+
 template <class... Parts>
 std::string concat(Parts&&... parts) {
     std::ostringstream out;
-    (out << ... << std::forward<Parts>(parts));
+    (append_part(out, std::forward<Parts>(parts)), ...);
     return out.str();
 }
 }  // namespace detail
 
-/// Throws `E` with the parts streamed into one message.
+/// Throws `E` with the parts streamed into one message (run-time strings escaped, see printable).
 template <class E = Error, class... Parts>
 [[noreturn]] void raise(Parts&&... parts) {
     throw E(detail::concat(std::forward<Parts>(parts)...));

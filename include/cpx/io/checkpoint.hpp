@@ -31,6 +31,16 @@ namespace cpx::io {
 inline constexpr std::string_view single_checkpoint_file = "model.safetensors";
 inline constexpr std::string_view checkpoint_index_file = "model.safetensors.index.json";
 
+/// Whether `path` exists. A path that cannot be examined (a symbolic link
+/// loop, no permission) is an error naming it, not a silent "absent".
+inline bool entry_exists(const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        raise<Error>("cannot examine '", path.string(), "': ", ec.message());
+    return std::filesystem::exists(status);
+}
+
 class Checkpoint {
 public:
     // The name index points into the opened files: moves keep it valid (the
@@ -47,9 +57,9 @@ public:
         c.path_ = path;
         std::error_code ec;
         if (fs::is_directory(path, ec)) {
-            if (fs::exists(path / single_checkpoint_file, ec)) {
+            if (entry_exists(path / single_checkpoint_file)) {
                 c.open_single(path / single_checkpoint_file);
-            } else if (fs::exists(path / checkpoint_index_file, ec)) {
+            } else if (entry_exists(path / checkpoint_index_file)) {
                 c.open_index(path / checkpoint_index_file);
             } else {
                 raise<Error>("checkpoint directory '", path.string(), "' holds neither ", single_checkpoint_file,
@@ -104,6 +114,7 @@ public:
     template <class T>
     std::vector<T> read_vector(std::string_view name) const {
         const TensorInfo& t = get(name);
+        require_readable<T>(t, context());  // before allocating for a tensor that cannot be read anyway
         std::vector<T> out(static_cast<std::size_t>(t.numel()));
         read_tensor(t, std::span<T>(out), context());
         return out;
@@ -166,7 +177,8 @@ private:
             }
         }
         if (n_missing)
-            raise<FormatError>(where, ": ", n_missing, " mapped tensor(s) missing from their shards:", missing);
+            raise<FormatError>(where, ": ", n_missing, " mapped tensor(s) missing from their shards:",
+                               cpx::detail::verbatim(missing));
     }
 
     void build_index() {

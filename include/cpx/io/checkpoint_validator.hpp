@@ -31,7 +31,7 @@ public:
         const TensorInfo* t = lookup(name);
         if (!t) return nullptr;
         if (t->shape != shape) {
-            add("tensor '" + std::string(name) + "': expected shape " + shape_string(shape) + ", found " +
+            add("tensor '" + printable(name) + "': expected shape " + shape_string(shape) + ", found " +
                 t->shape_str());
             return nullptr;
         }
@@ -47,7 +47,7 @@ public:
             if (t->dtype == d) return t;
         std::string list;
         for (DType d : allowed) list += (list.empty() ? "" : ", ") + std::string(dtype_name(d));
-        add("tensor '" + std::string(name) + "': dtype " + t->dtype_name + " is not one of " + list);
+        add("tensor '" + printable(name) + "': dtype " + printable(t->dtype_name) + " is not one of " + list);
         return nullptr;
     }
 
@@ -74,7 +74,7 @@ public:
     /// FormatError if any came from note_format(), ShapeError otherwise.
     void throw_if_errors(std::string_view context) const {
         if (problems_.empty()) return;
-        std::string msg = std::string(context) + ": checkpoint '" + checkpoint_->path().string() + "' has " +
+        std::string msg = std::string(context) + ": checkpoint '" + printable(checkpoint_->path().string()) + "' has " +
                           std::to_string(problems_.size()) + (problems_.size() == 1 ? " problem:" : " problems:");
         for (const std::string& p : problems_) msg += "\n  " + p;
         if (format_problem_) throw FormatError(msg);
@@ -93,7 +93,7 @@ private:
     const TensorInfo* lookup(std::string_view name) {
         seen_.emplace(name);
         const TensorInfo* t = checkpoint_->find(name);
-        if (!t && reported_missing_.emplace(name).second) add("missing tensor '" + std::string(name) + "'");
+        if (!t && reported_missing_.emplace(name).second) add("missing tensor '" + printable(name) + "'");
         return t;
     }
 };

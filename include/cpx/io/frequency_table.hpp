@@ -17,7 +17,8 @@
 //
 // Vocabulary: when given, a dense table must have exactly that many counts
 // and sparse ids must lie in [0, vocab); when not given, it is the number of
-// dense counts, or the largest sparse id + 1. Every error is a FormatError
+// dense counts, or the largest sparse id + 1, which must then be at most
+// max_unsized_vocab (a few bytes of text cannot demand gigabytes). Every error is a FormatError
 // naming the file and the line (text) or entry (.npy). The counts must sum to
 // less than 2^64 (routers accumulate them exactly).
 
@@ -91,6 +92,10 @@ inline void check_sum(const std::vector<std::uint64_t>& counts, std::string_view
 
 }  // namespace detail
 
+/// The largest vocabulary a sparse table may imply when no vocabulary size is
+/// given (2^22 ids, 32 MiB of counts; tokenizers' vocabularies stay below 2^18).
+inline constexpr std::uint64_t max_unsized_vocab = std::uint64_t{1} << 22;
+
 /// Parses a text frequency table (format above); `name` prefixes error messages.
 inline std::vector<std::uint64_t> parse_frequency_text(std::string_view text, std::string_view name,
                                                        std::optional<std::size_t> vocab = std::nullopt) {
@@ -138,6 +143,11 @@ inline std::vector<std::uint64_t> parse_frequency_text(std::string_view text, st
                 raise<FormatError>(where, ": token id ", id, " is outside the vocabulary [0, ", *vocab, ")");
             if (id >= router::max_routing_vocab)
                 raise<FormatError>(where, ": token id ", id, " exceeds the int32 routing-table limit");
+            // Without a vocabulary the table spans ids 0..largest, so one short line could
+            // otherwise demand gigabytes of zeros.
+            if (!vocab && id >= max_unsized_vocab)
+                raise<FormatError>(where, ": token id ", id, " in a table read without a vocabulary size; such tables "
+                                   "may name ids below ", max_unsized_vocab, " (give the vocabulary size for larger ones)");
             sparse.push_back({id, detail::parse_count_field(fields[1], where), line_no});
         }
     }

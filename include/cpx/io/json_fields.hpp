@@ -65,10 +65,12 @@ public:
 
     /// The members never read, in file order.
     Json unread() const {
-        Json rest = Json::object();
-        for (const auto& [k, v] : object_->as_object())
-            if (!read_.contains(k)) rest.set(k, v);
-        return rest;
+        // The source object's keys are unique already: collect, do not re-check each
+        // insert (set() would make this quadratic in the number of unknown keys).
+        Json::Object rest;
+        for (const auto& member : object_->as_object())
+            if (!read_.contains(member.first)) rest.push_back(member);
+        return Json(std::move(rest));
     }
 
     [[noreturn]] void wrong(std::string_view key, std::string_view expected, const Json& found) const {

@@ -29,6 +29,16 @@
 
 namespace cpx::io {
 
+/// Creates `dir` and its parents for writing files into; every failure (a file
+/// already there, no permission) is a cpx::Error naming the directory.
+inline void create_output_directory(const std::filesystem::path& dir) {
+    if (entry_exists(dir) && !std::filesystem::is_directory(dir))
+        raise<Error>("cannot write into '", dir.string(), "': it exists and is not a directory");
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) raise<Error>("cannot create the directory '", dir.string(), "': ", ec.message());
+}
+
 class SafetensorsWriter {
 public:
     /// Adds a tensor of a library dtype; copies numel * dtype_size(dtype) bytes from `data`.
@@ -103,7 +113,7 @@ public:
             shards.back().push_back(&t);
             in_shard += t.bytes.size();
         }
-        std::filesystem::create_directories(dir);
+        create_output_directory(dir);
         Json weight_map = Json::object();
         std::vector<std::filesystem::path> paths;
         for (std::size_t s = 0; s < shards.size(); ++s) {

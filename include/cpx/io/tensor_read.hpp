@@ -59,6 +59,21 @@ inline float bf16_bits_to_float(std::uint16_t b) { return cpx::detail::bits_floa
 
 }  // namespace detail
 
+/// Whether read_tensor<T> can read a tensor of dtype `d` (checked before any
+/// destination is allocated).
+template <class T>
+constexpr bool readable_as(DType d) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, fp16>)
+        return d == DType::f32 || d == DType::bf16 || d == DType::f16;
+    else return d == DType::i64 || d == DType::i32;
+}
+
+/// Throws the read_tensor error for a tensor whose dtype T cannot hold.
+template <class T>
+void require_readable(const TensorInfo& t, std::string_view context = {}) {
+    if (!readable_as<T>(t.dtype)) detail::unreadable<T>(t, context);
+}
+
 /// Reads `t` into `out` (see the table at the top). `context` prefixes messages
 /// (e.g. "checkpoint 'dir': ").
 template <class T>

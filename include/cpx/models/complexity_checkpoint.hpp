@@ -1,7 +1,7 @@
 #pragma once
 // Loading and saving COMPLEXITY-DEEP checkpoints: model.safetensors (single
 // file, or sharded with model.safetensors.index.json) plus config.json, in the
-// authors' tensor names (spec section 9).
+// authors' tensor names (docs/MODELS.md §12, §13).
 //
 // Loading checks the whole checkpoint against the compiled configuration
 // before reading any weight and reports every problem at once (missing
@@ -13,7 +13,7 @@
 //     mlp.experts.{e}.{gate_proj,up_proj}.weight [I_e, d] + down_proj.weight [d, I_e]
 //     (nn.Linear layout, the pilot and the vLLM plugin);
 //   - every key prefixed with "model.";
-//   - layers.{i}.self_attn.rotary_emb.inv_freq: ignored (recomputed in fp32, spec 4.4);
+//   - layers.{i}.self_attn.rotary_emb.inv_freq: ignored (recomputed in fp32, docs/MODELS.md §6.3);
 //   - mu_to_{q,k,v} in models without mu guidance: ignored (built but unused by the authors);
 //   - lm_head.weight: accepted only if it equals embed_tokens.weight element for
 //     element (the model ties its head to the embedding), an error otherwise.
@@ -79,7 +79,7 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     std::error_code ec;
     const fs::path config_path =
         (fs::is_directory(path, ec) ? path : path.parent_path()) / "config.json";
-    if (fs::exists(config_path, ec)) {
+    if (io::entry_exists(config_path)) {
         const io::ComplexityJsonConfig config = io::check_config_file<C>(config_path);
         for (const auto& entry : config.unrecognized.as_object()) found.config_keys_not_interpreted.push_back(entry.first);
         found.config_checked = true;
@@ -127,7 +127,7 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
             detail::expect_float(v, name, {C::vocab, d});
             found.ignored.push_back(name);
         } else {
-            v.note("unexpected tensor '" + name + "' (not part of this configuration)");
+            v.note("unexpected tensor '" + printable(name) + "' (not part of this configuration)");
         }
     }
     v.throw_if_errors("COMPLEXITY-DEEP checkpoint for the compiled configuration " + describe(C::dims));
@@ -188,7 +188,7 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
 template <ComplexityConfigType C, class W>
 void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const std::filesystem::path& dir,
                                 std::uint64_t max_shard_bytes = 0) {
-    std::filesystem::create_directories(dir);
+    io::create_output_directory(dir);
     io::SafetensorsWriter writer;
     writer.add_metadata("format", "pt");
     std::vector<float> values;

@@ -1,6 +1,6 @@
 #pragma once
 // One COMPLEXITY-DEEP layer on its own: its parameters (any type of
-// models/complexity_layer_params.hpp) drawn with the spec's initialisation or
+// models/complexity_layer_params.hpp) drawn with the initialisation of docs/MODELS.md §11 or
 // read from one layer of a whole model's checkpoint, without building the
 // rest of the model.
 //
@@ -58,7 +58,7 @@ template <ComplexityConfigType C>
 void check_layer_config(const std::filesystem::path& path) {
     std::error_code ec;
     const auto config = (std::filesystem::is_directory(path, ec) ? path : path.parent_path()) / "config.json";
-    if (std::filesystem::exists(config, ec)) (void)io::check_config_file<C>(config);
+    if (io::entry_exists(config)) (void)io::check_config_file<C>(config);
 }
 }  // namespace detail
 

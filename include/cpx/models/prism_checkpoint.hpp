@@ -1,7 +1,7 @@
 #pragma once
 // PRISM checkpoints: a directory with config.json (the reference's GPTConfig
 // keys) and model.safetensors (or a sharded index) holding the nanoGPT state
-// dict names of spec/prism.md section 4.
+// dict names of docs/MODELS.md §18.
 //   - `transformer.h.{i}.attn.bias` (the causal mask buffer) is ignored;
 //   - `lm_head.weight` is optional: the head is tied to `transformer.wte.weight`.
 //     When present it must equal wte (the model cannot untie them); when only
@@ -55,7 +55,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
     std::error_code ec;
     const bool is_dir = fs::is_directory(path, ec);
     const fs::path config = (is_dir ? path : path.parent_path()) / "config.json";
-    if (fs::exists(config, ec)) {
+    if (io::entry_exists(config)) {
         const io::PrismJsonConfig parsed = io::check_config_file<C>(config);
         if (config_keys_not_interpreted)
             for (const auto& entry : parsed.unrecognized.as_object()) config_keys_not_interpreted->push_back(entry.first);
@@ -81,7 +81,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
     if (extra_head) expect(std::string(detail::prism_lm_head), {C::vocab, C::hidden});
     for (const std::string& name : v.unexpected_names())
         if (!detail::is_prism_mask_buffer(name))
-            v.note("unexpected tensor '" + name + "' (not part of the PRISM model compiled here)");
+            v.note("unexpected tensor '" + printable(name) + "' (not part of the PRISM model compiled here)");
     v.throw_if_errors("PRISM checkpoint for the compiled configuration " + describe(C::dims));
 
     // ---- pass 2: read
@@ -114,7 +114,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
 template <PrismConfigType C, class W>
 void save_prism_checkpoint(const PrismWeights<C, W>& weights, const std::filesystem::path& dir,
                            std::uint64_t max_shard_bytes = 0, bool write_lm_head = false) {
-    std::filesystem::create_directories(dir);
+    io::create_output_directory(dir);
     io::SafetensorsWriter writer;
     writer.add_metadata("format", "pt");
     std::vector<float> values;
