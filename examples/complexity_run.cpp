@@ -1,6 +1,6 @@
 // Runs a COMPLEXITY-DEEP model compiled for one preset (CPX_PRESET): from a
-// checkpoint directory (model.safetensors + config.json) or from the spec's
-// seeded random initialisation; prints the generated token ids and the
+// checkpoint directory (model.safetensors + config.json) or from the seeded
+// random initialisation; prints the generated token ids and the
 // prefill and decode rates, and optionally writes the prompt's logits.
 //
 //   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
@@ -60,7 +60,7 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
         return w;
     }
     auto w = cpx::ComplexityWeights<Config, W>::random(o.seed);
-    std::printf("weights: the spec's random initialisation, seed %llu (--checkpoint DIR loads real weights; "
+    std::printf("weights: random, the papers' initialisation with seed %llu (--checkpoint DIR loads real weights; "
                 "the tokens generated from random weights are arbitrary)\n",
                 static_cast<unsigned long long>(o.seed));
     if constexpr (Config::mlp == cpx::MlpKind::token_routed) {

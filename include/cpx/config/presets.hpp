@@ -1,6 +1,6 @@
 #pragma once
 // Named configurations: the models the papers train, and tiny ones for tests.
-// Figures and sources: ../spec/complexity-deep.md section 1, spec/prism.md section 1.
+// Figures and sources: docs/MODELS.md §3 (COMPLEXITY-DEEP) and §15 (PRISM).
 
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/config/prism_config.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// Sparse dispatch of rows to SwiGLU experts (spec sections 6.3-6.4, 11):
+// Sparse dispatch of rows to SwiGLU experts (docs/MODELS.md §8.3-§8.4):
 // a counting sort groups the rows by expert (E is small), each expert runs one
 // GEMM pair on its contiguous segment, and the results are added back to the
 // rows they came from, optionally scaled per row (the learned router's p_e).

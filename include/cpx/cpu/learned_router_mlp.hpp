@@ -1,5 +1,5 @@
 #pragma once
-// The ablation's learned top-1 router (spec section 10, run4):
+// The ablation's learned top-1 router (docs/MODELS.md §10.2, run4):
 //   p = softmax(x . W_r^T) (fp32),  e = argmax p,  MLP(x) = p_e * Expert_e(x) + Shared(x)
 // Each token runs the expert it chose. (The authors' training code ran a
 // fixed N/E-chunk sort-and-split, which gives some tokens another expert's

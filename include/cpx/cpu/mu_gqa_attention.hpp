@@ -1,12 +1,12 @@
 #pragma once
-// COMPLEXITY-DEEP's attention (spec section 4) on the CPU:
+// COMPLEXITY-DEEP's attention (docs/MODELS.md §6) on the CPU:
 //   [q | k | v] = [a | mu] . [W ; W_mu]^T        (one GEMM over stacked weights)
 //   q, k <- RMSNorm per head (one shared weight of head_dim, eps 1e-6), then rotate-half RoPE
 //   o = causal GQA softmax(q k^T / sqrt(hd)) v    (query head j reads KV head j / groups)
 //   residual += o . W_o^T
 // a is the RMS-normalised layer input, mu the raw (clamped) mu of the previous
 // layer; without mu guidance the input is a alone. The stacked form sums the
-// a and mu products in one accumulation, which the spec notes is the
+// a and mu products in one accumulation, which docs/MODELS.md §6.1 notes is the
 // supplementary code's form and equal up to rounding to the framework's two adds.
 
 #include <cmath>

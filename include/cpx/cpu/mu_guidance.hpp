@@ -1,5 +1,5 @@
 #pragma once
-// Mu-guidance (spec section 5.1): after the MLP residual add,
+// Mu-guidance (docs/MODELS.md §7.1): after the MLP residual add,
 //   mu_l = clamp(mu_param_l, 0, 2) + W_mu,l . h2      (h2: the residual stream after the MLP)
 // and the next layer receives clamp(mu_l, -2, 2). This writes that clamped
 // next-layer input directly; the last layer's mu is never consumed, so the

@@ -1,6 +1,6 @@
 #pragma once
-// Seeded orthogonal initialisation (PRISM's dictionary U, spec/prism.md
-// section 5): the Q factor of a Householder QR of a Gaussian matrix, with the
+// Seeded orthogonal initialisation (PRISM's dictionary U, docs/MODELS.md
+// §19): the Q factor of a Householder QR of a Gaussian matrix, with the
 // column signs fixed by diag(R) so that the result is Haar-distributed, as
 // torch.nn.init.orthogonal_ draws it.
 

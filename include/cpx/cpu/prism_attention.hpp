@@ -1,5 +1,5 @@
 #pragma once
-// PRISM's pi-RoPE differential attention on the CPU (spec/prism.md section 3).
+// PRISM's pi-RoPE differential attention on the CPU (docs/MODELS.md §17).
 // One overcomplete dictionary U [2HD, d] replaces Q, K, V and O:
 //     h = x U^T, split into H signal heads and H noise heads of dimension D;
 //     values are h, queries and keys the same rotated h (RoPE base theta*m for

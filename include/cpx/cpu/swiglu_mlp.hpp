@@ -1,5 +1,5 @@
 #pragma once
-// The dense SwiGLU MLP of the dense baselines (spec section 10):
+// The dense SwiGLU MLP of the dense baselines (docs/MODELS.md §10.1):
 //   residual += (SiLU(x . W_gate^T) * (x . W_up^T)) . W_down^T
 // gate and up are one GEMM over the stacked [W_gate ; W_up] weight.
 

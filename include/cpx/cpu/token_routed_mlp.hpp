@@ -1,5 +1,5 @@
 #pragma once
-// COMPLEXITY-DEEP's token-routed MLP (spec section 6):
+// COMPLEXITY-DEEP's token-routed MLP (docs/MODELS.md §8):
 //   MLP(x_n) = Expert_{e(t_n)}(x_n) + Shared(x_n),   e(t) = token_to_expert[t]
 // with t_n the input token id at the same position; one expert per token,
 // no gates, no scales, no capacity limit. Dispatch is sparse (expert_dispatch.hpp).

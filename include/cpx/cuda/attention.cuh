@@ -4,7 +4,7 @@
 //   out[b, i, h] = factor(h) * sum_j softmax_j(scale * q[b, i, h] . K[b, g, j]) V[b, g, j]
 //   over keys j <= start_pos[b] + i (the query's absolute position), g = h / groups.
 // Prefill is start_pos = 0; a chunk appended to a cache is start_pos = its
-// offset, with the proper offset causal mask (spec section 4.6); decode is one
+// offset, with the proper offset causal mask (docs/MODELS.md §6.4); decode is one
 // query per sequence. factor(h) is 1, or `scaled_head_factor` for heads from
 // `scaled_head_begin` on: PRISM's noise heads get -lambda in the same launch
 // as the signal heads (their RoPE bases were chosen per head by rope_heads).

@@ -1,6 +1,6 @@
 #pragma once
-// The COMPLEXITY-DEEP decoder on the GPU (spec/complexity-deep.md sections
-// 2-6), from the same compile-time configuration as the CPU path:
+// The COMPLEXITY-DEEP decoder on the GPU (docs/MODELS.md
+// §4-§8), from the same compile-time configuration as the CPU path:
 //     h = Emb[t];  mu_prev = mu_init
 //     per layer:  a = RMSNorm(h)
 //                 [q | k | v] = [a, mu_prev] [W ; W_mu]^T      one GEMM over [a, mu]
@@ -62,7 +62,7 @@ public:
     static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;
     static constexpr int in_width = C::use_mu ? 2 * d : d;  ///< the QKV product's input: [a, mu] or a
 
-    /// Uploads the parameters (checkpoint names, spec section 9.1) and sizes every
+    /// Uploads the parameters (checkpoint names, docs/MODELS.md §12.1) and sizes every
     /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in total.
     /// A token-routed model takes its routing (the checkpoint's token_to_expert).
     template <WeightSource S>
@@ -165,7 +165,7 @@ public:
                                          h, stream);
 
             if constexpr (C::use_mu) {
-                if (i + 1 < layers) {  // the last layer's mu is never consumed (spec section 5.1)
+                if (i + 1 < layers) {  // the last layer's mu is never consumed (docs/MODELS.md §7.3)
                     StridedMatrix<const T> h_in;
                     if constexpr (std::is_same_v<T, float>) {
                         h_in = h;

@@ -2,7 +2,7 @@
 // Token routing on the GPU, without host synchronisation:
 //   1. expert id of every token by table lookup on the device (the checkpoint's
 //      token_to_expert, ids clamped to the vocabulary as the reference does:
-//      spec/complexity-deep.md section 6.2), or expert ids given by a router;
+//      docs/MODELS.md §8.2), or expert ids given by a router;
 //   2. a stable CUB radix sort of (expert id, row) pairs: the permutation that
 //      lists each expert's tokens contiguously, in their original order
 //      (deterministic, unlike atomic slot claiming);

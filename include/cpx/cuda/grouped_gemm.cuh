@@ -3,7 +3,7 @@
 // segment offsets on the device (so no host synchronisation and a capturable
 // launch; see segment_tiles.hpp for the schedule). Expert weights are stored
 // input-major, [experts, K, N] (or the gate/up halves of [experts, K, 2N]),
-// and applied as x . W[e] (spec section 6.1).
+// and applied as x . W[e] (docs/MODELS.md §8.1).
 //
 //   grouped_swiglu: act[i, :] = SiLU(x[perm[i]] . G[e]) * (x[perm[i]] . U[e])
 //       for each sorted position i of expert e: the gate and up products of

@@ -1,12 +1,12 @@
 #pragma once
-// The learned-router ablation's MLP on the GPU (spec/complexity-deep.md section
-// 10): router logits m W_r^T (cuBLAS, fp32 out), a top-1 choice per token on
+// The learned-router ablation's MLP on the GPU (docs/MODELS.md
+// §10.2): router logits m W_r^T (cuBLAS, fp32 out), a top-1 choice per token on
 // the device (layers/router_math.hpp), the same CUB dispatch and grouped expert
 // GEMMs as the token-routed MLP with the expert output scaled by the chosen
 // probability in the scatter epilogue, plus the shared expert:
 //   h += p_e(m) * Expert_e(m) + Shared(m),  e = argmax softmax(m W_r^T)
 // Each token runs its own argmax expert. The reference's training code ran a
-// fixed-size chunk per expert after sorting (section 10), which does not match
+// fixed-size chunk per expert after sorting (docs/MODELS.md §10.2), which does not match
 // argmax whenever the per-expert counts differ; that quirk is not reproduced.
 // No host synchronisation: capturable like the token-routed MLP.
 

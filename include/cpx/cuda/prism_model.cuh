@@ -1,5 +1,5 @@
 #pragma once
-// The GPT-2-style PRISM model on the GPU (spec/prism.md sections 2-3), from
+// The GPT-2-style PRISM model on the GPU (docs/MODELS.md §16-§17), from
 // the same compile-time configuration as the CPU model (cpx::PrismModel):
 //     x = wte[token] + wpe[position]
 //     per block: x += PrismAttention(LN_1(x));  x += MLP(LN_2(x))
@@ -49,7 +49,7 @@ public:
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int H = C::heads, D = C::head_dim, width = C::u_rows, mlp_width = C::mlp_width;
 
-    /// Uploads the parameters (checkpoint names, spec section 4) and sizes every
+    /// Uploads the parameters (checkpoint names, docs/MODELS.md §18) and sizes every
     /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in
     /// total; the KV cache holds `max_batch` sequences of the full context.
     template <WeightSource S>

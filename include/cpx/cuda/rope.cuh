@@ -1,7 +1,7 @@
 #pragma once
 // Rotary position embedding on the GPU, optionally preceded by a per-head
-// RMSNorm (COMPLEXITY-DEEP's QK-norm, which comes before RoPE: spec section
-// 4.3). One warp per (token, head). Heads [0, split) use the first parameter
+// RMSNorm (COMPLEXITY-DEEP's QK-norm, which comes before RoPE: docs/MODELS.md
+// §6.2). One warp per (token, head). Heads [0, split) use the first parameter
 // set and heads [split, heads) the second, so one launch covers
 //   - COMPLEXITY-DEEP: the Q heads and K heads of a fused QKV row, with the
 //     q_norm and k_norm weights and one rotate-half table;

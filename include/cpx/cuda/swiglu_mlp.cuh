@@ -2,7 +2,7 @@
 // A dense SwiGLU MLP added onto the residual stream, on cuBLAS:
 //   h += (SiLU(x W_g^T) * (x W_u^T)) W_d^T
 // (COMPLEXITY-DEEP's dense MLP and the token-routed layer's shared expert,
-// spec sections 10 and 6.3). The gate and up weights are stacked at load time
+// docs/MODELS.md §10.1 and §8.3). The gate and up weights are stacked at load time
 // into one [2I, d] matrix, so one product gives [gate | up]; SwiGLU overwrites
 // the gate half, and the down product adds onto h with beta = 1.
 

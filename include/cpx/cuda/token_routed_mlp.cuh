@@ -1,5 +1,5 @@
 #pragma once
-// COMPLEXITY-DEEP's token-routed MLP on the GPU (spec section 6.3):
+// COMPLEXITY-DEEP's token-routed MLP on the GPU (docs/MODELS.md §8.3):
 //   h += (SiLU(m G[e]) * (m U[e])) D[e] + SharedSwiGLU(m),  e = token_to_expert[token]
 // Order of work, all on one stream and without host synchronisation:
 //   1. the shared expert through cuBLAS, added onto h (beta = 1);

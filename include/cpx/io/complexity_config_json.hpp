@@ -1,6 +1,6 @@
 #pragma once
 // The authors' config.json of COMPLEXITY-DEEP (their ModelConfig.to_dict(),
-// spec §9.2): read it, write a compiled configuration as one, and list every
+// docs/MODELS.md §13): read it, write a compiled configuration as one, and list every
 // way a file contradicts a compiled configuration.
 //
 // Keys, in the authors' order: hidden_size, num_hidden_layers,
@@ -19,7 +19,7 @@
 //
 // mlp_type values: "token_routed", "swiglu" (dense) and "mixtral" for the
 // learned top-1 router: the name the authors' run4 ablation script passes
-// (spec §10; complexity-framework scripts/train_ablation_150m.py).
+// (docs/MODELS.md §10.2; complexity-framework scripts/train_ablation_150m.py).
 
 #include <cstdint>
 #include <filesystem>

@@ -127,6 +127,8 @@ public:
             if (kv.first == key) return &kv.second;
         return nullptr;
     }
+    /// The whole file as mapped (every tensor's bytes lie inside, after the header).
+    std::span<const std::byte> bytes() const noexcept { return file_.bytes(); }
     /// Byte offset of the data region in the file (8 + header length).
     std::uint64_t data_start() const noexcept { return data_start_; }
 

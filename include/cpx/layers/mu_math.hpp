@@ -1,6 +1,6 @@
 #pragma once
-// The arithmetic of COMPLEXITY-DEEP's mu guidance (spec/complexity-deep.md
-// section 5.1), written once for the CPU and CUDA paths:
+// The arithmetic of COMPLEXITY-DEEP's mu guidance (docs/MODELS.md
+// §7.1), written once for the CPU and CUDA paths:
 //   mu_l    = clamp(mu_param_l, param_min, param_max) + (W_mu,l h2)   per layer
 //   mu_prev = clamp(mu_l, -bound, bound)                              between layers
 // The constants are the configuration's (ComplexityConfig::mu_param_min,

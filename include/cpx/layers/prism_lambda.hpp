@@ -2,7 +2,7 @@
 // The noise weight lambda of PRISM's differential attention. At inference it is
 // a per-layer value read from the checkpoint (`attn.lambda_q`); training moves
 // it along a cosine schedule, which is given here for users who train
-// (spec/prism.md section 3).
+// (docs/MODELS.md §17).
 
 #include <cmath>
 

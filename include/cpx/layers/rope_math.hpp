@@ -2,7 +2,7 @@
 // Rotary position embedding arithmetic, one definition for both code paths
 // and both pairing conventions. Frequencies are computed in double and stored
 // as fp32 tables, as the reference code does (fp32 tables from fp32 inv_freq);
-// see spec/complexity-deep.md section 4.4 and spec/prism.md section 3.
+// see docs/MODELS.md §6.3 and §17.
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 #pragma once
-// The learned top-1 router of the Mixtral-style ablation (spec/complexity-deep.md
-// section 10): p = softmax(router logits), expert = argmax p (the first on ties,
+// The learned top-1 router of the Mixtral-style ablation (docs/MODELS.md
+// §10.2): p = softmax(router logits), expert = argmax p (the first on ties,
 // as torch.argmax returns), gate = p[expert]. Written once for both code paths.
 
 #include <cmath>

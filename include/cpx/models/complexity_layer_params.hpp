@@ -11,7 +11,7 @@
 // Each owns its tensors in the compute layout the CPU layer reads, hands the
 // layer its non-owning view (`view()`, the cpu::*Weights types), and lists its
 // checkpoint tensors as slots (models/tensor_slot.hpp): name, shape, where the
-// elements live and the spec's initialisation. The whole model
+// elements live and the initialisation of docs/MODELS.md §11. The whole model
 // (ComplexityWeights) is these types plus the norms and the embedding, so a
 // layer's tensor names are written here once; used alone, a layer is
 // initialised or loaded through the same slots (models/layer_params_io.hpp).
@@ -40,7 +40,7 @@
 
 namespace cpx {
 
-/// The spec's initialisation scales (section 8): N(0, 0.02) for every matrix,
+/// The initialisation scales of docs/MODELS.md §11: N(0, 0.02) for every matrix,
 /// N(0, 0.02 / sqrt(2 L)) for the projections that write into the residual
 /// stream (o_proj and the routed / dense down projections).
 template <ComplexityConfigType C>
@@ -177,7 +177,7 @@ struct RoutedExpertParams {
             Wq* sgu = self.shared_gate_up.data();
             out.matrix(p + "shared_gate.weight", {s, d}, sgu, s, d, d, std0);
             out.matrix(p + "shared_up.weight", {s, d}, sgu + s * d, s, d, d, std0);
-            // The framework does not rescale shared_down (spec section 8).
+            // The framework does not rescale shared_down (docs/MODELS.md §11).
             out.matrix(p + "shared_down.weight", {d, s}, self.shared_down.data(), d, s, s, std0);
         }
     }

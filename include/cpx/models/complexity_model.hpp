@@ -1,5 +1,5 @@
 #pragma once
-// The COMPLEXITY-DEEP decoder on the CPU (spec sections 2-6, 8):
+// The COMPLEXITY-DEEP decoder on the CPU (docs/MODELS.md §4-§8, §11):
 //   h = Emb[t];  mu = mu_init
 //   per layer: a = RMSNorm(h); h += Attn(a, mu); m = RMSNorm(h); h += MLP(m, t);
 //              mu = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)   (not after the last layer)

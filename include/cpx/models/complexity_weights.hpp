@@ -1,7 +1,7 @@
 #pragma once
 // The owning weights of a COMPLEXITY-DEEP model, in the layout the CPU layers
 // compute with, and the map from that layout to the authors' checkpoint
-// tensors (spec section 9.1) through which initialisation, loading and saving
+// tensors (docs/MODELS.md §12.1; layout §12.3) through which initialisation, loading and saving
 // all go.
 //
 // Compute layout (W = float or bf16 for the matrices; vectors stay fp32):
@@ -92,7 +92,7 @@ struct ComplexityWeights {
         }
     }
 
-    /// The spec's initialisation (section 8), each tensor from its own seeded
+    /// The initialisation of docs/MODELS.md §11, each tensor from its own seeded
     /// stream named after it. The routing table is left as it is (t mod E).
     static ComplexityWeights random(std::uint64_t seed) {
         ComplexityWeights w;

@@ -1,7 +1,7 @@
 #pragma once
 // The key/value cache of one sequence, owned by the caller, for either model:
 // COMPLEXITY-DEEP stores keys after QK-norm and RoPE and values as projected
-// (spec section 4.4), one entry per KV head; PRISM stores the rotated and the
+// (docs/MODELS.md §6.6), one entry per KV head; PRISM stores the rotated and the
 // unrotated projection of each of its 2H signal and noise heads. Every layer
 // is head-major ([layer][head][position][head_dim]) so that attention streams
 // each head's keys contiguously. Storage is fp32 or bf16.

@@ -1,6 +1,6 @@
 #pragma once
 // The GPT-2-style PRISM model of the reference code on the CPU
-// (spec/prism.md section 2):
+// (docs/MODELS.md §16):
 //     x = wte[token] + wpe[position]
 //     per block: x += PrismAttention(LN_1(x));  x += MLP(LN_2(x))
 //     logits = LN_f(x) wte^T                     (lm_head tied to wte)

@@ -1,5 +1,5 @@
 #pragma once
-// The parameters of a PRISM model (spec/prism.md sections 2, 4 and 5), named
+// The parameters of a PRISM model (docs/MODELS.md §16, §18 and §19), named
 // as the reference's nanoGPT state dict names them. Matrices (wte, wpe, U,
 // c_fc, c_proj) are stored as W (float or bf16), vectors and lambda in fp32.
 // The slots (models/tensor_slot.hpp) list every tensor with its name, shape
@@ -74,7 +74,7 @@ struct PrismWeights {
         }
     }
 
-    /// The reference's initialisation (spec section 5): Linear and Embedding
+    /// The reference's initialisation (docs/MODELS.md §19): Linear and Embedding
     /// weights N(0, 0.02), c_proj N(0, 0.02 / sqrt(2 n_layer)), U orthogonal,
     /// biases 0, LayerNorm weights 1, lambda at the schedule's start (the
     /// reference's initial buffer value), each tensor from its own seeded stream.

@@ -1,6 +1,6 @@
 #pragma once
 // Balanced Zipf bin-packing: the routing the paper's Theorem 4.2 describes
-// but the authors' greedy does not deliver (spec sections 7 and 13). Each
+// but the authors' greedy does not deliver (docs/MODELS.md §9.2 and §21.1). Each
 // expert gets exactly floor(V/n) or ceil(V/n) token ids AND the frequency
 // loads differ by at most the largest single count.
 //

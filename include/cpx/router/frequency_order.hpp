@@ -46,7 +46,7 @@ constexpr std::uint64_t checked_total(const char* who, std::span<const std::uint
 /// Token ids sorted by decreasing count, equal counts by increasing id. The
 /// order is total, so the result is unique (the authors sort with a
 /// non-stable torch.argsort instead, which leaves equal counts in an
-/// implementation-defined order: spec section 7).
+/// implementation-defined order: docs/MODELS.md §9.2).
 constexpr void frequency_order(std::span<const std::uint64_t> counts, std::span<std::int32_t> order) {
     detail::check_routing_shape("frequency_order", counts.size(), 1, order.size());
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<std::int32_t>(t);

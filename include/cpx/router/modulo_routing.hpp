@@ -1,6 +1,6 @@
 #pragma once
 // Modulo routing, expert(t) = t mod n: the pilot paper's router (eq. 1) and
-// the authors' fallback when no frequencies are given (spec section 7).
+// the authors' fallback when no frequencies are given (docs/MODELS.md §9.1).
 // Token counts are floor(V/n) or ceil(V/n) (pilot Theorem 4.1); frequency
 // mass is not balanced at all.
 

@@ -9,7 +9,7 @@
 namespace cpx::router {
 
 enum class RoutingAlgorithm {
-    greedy,      ///< Zipf greedy bin-packing as the authors code it (spec section 7): balances frequency mass only.
+    greedy,      ///< Zipf greedy bin-packing as the authors code it (docs/MODELS.md §9.1): balances frequency mass only.
     balanced,    ///< Count-capped greedy: floor/ceil(V/n) ids per expert and the Theorem 4.2 load bound.
     modulo,      ///< expert = t mod n (the pilot paper; also the authors' fallback without frequencies).
     contiguous,  ///< Contiguous id ranges of floor/ceil(V/n) ids (the earliest README).

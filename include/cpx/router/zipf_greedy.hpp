@@ -1,6 +1,6 @@
 #pragma once
-// Zipf greedy bin-packing, the routing COMPLEXITY-DEEP trains with (spec
-// section 7; paper section 6.3, eq. 35): visit token ids by decreasing count
+// Zipf greedy bin-packing, the routing COMPLEXITY-DEEP trains with (docs/MODELS.md
+// §9.1; paper section 6.3, eq. 35): visit token ids by decreasing count
 // and give each to the expert whose total count ("load") is smallest so far.
 //
 // Deterministic order: decreasing count, equal counts by increasing token id;
@@ -16,7 +16,7 @@
 // What it guarantees: max load - min load <= the largest count (each step
 // raises only the smallest load, by at most that much). What it does not:
 // equal token counts per expert; all zero-count tokens go to one expert,
-// the lightest when they are reached (spec section 7, "What it balances").
+// the lightest when they are reached (docs/MODELS.md §9.2).
 
 #include <cstdint>
 #include <span>
