@@ -21,14 +21,15 @@ if(CPX_CUDA STREQUAL "ON" OR CPX_CUDA STREQUAL "AUTO")
 endif()
 message(STATUS "cpx: CUDA path ${CPX_HAS_CUDA}")
 
-if(CPX_HAS_CUDA)
-    # Opt-in target for CUDA users: our flags and the toolkit libraries the .cuh headers use.
-    add_library(cpx_cuda INTERFACE)
-    add_library(cpx::cuda ALIAS cpx_cuda)
-    target_link_libraries(cpx_cuda INTERFACE cpx CUDA::cudart CUDA::cublas CUDA::cublasLt)
-    # CMake 3.25 does not know the standard levels of nvcc 13, so ask for C++20 directly.
-    target_compile_options(cpx_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
-    target_compile_options(cpx_cuda INTERFACE
-        $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda>)
-    set_target_properties(cpx_cuda PROPERTIES EXPORT_NAME cuda)
-endif()
+# Opt-in target for CUDA users: our nvcc flags and the toolkit libraries the .cuh
+# headers use. It is defined (and installed, cmake/CpxPackage.cmake) whether or not
+# this build has a CUDA compiler: it compiles nothing itself, and a consumer's
+# find_package(cpx) provides it where the consumer finds the CUDA Toolkit.
+add_library(cpx_cuda INTERFACE)
+add_library(cpx::cuda ALIAS cpx_cuda)
+target_link_libraries(cpx_cuda INTERFACE cpx CUDA::cudart CUDA::cublas CUDA::cublasLt)
+# CMake 3.25 does not know the standard levels of nvcc 13, so ask for C++20 directly.
+target_compile_options(cpx_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+target_compile_options(cpx_cuda INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda>)
+set_target_properties(cpx_cuda PROPERTIES EXPORT_NAME cuda)
