@@ -12,68 +12,19 @@
 #include <cpx/models/complexity_checkpoint.hpp>
 #include <cpx/models/prism_checkpoint.hpp>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
-#include <new>
 #include <string>
-#include <unistd.h>
+
+#include "counted_new.hpp"
+#include "error_message.hpp"
+#include "temp_dir.hpp"
 
 using namespace cpx;
 namespace fs = std::filesystem;
 
-// The largest single allocation while `watching` is set (finding 8).
 namespace {
-std::atomic<bool> watching{false};
-std::atomic<std::size_t> largest{0};
-void note(std::size_t n) {
-    if (!watching.load(std::memory_order_relaxed)) return;
-    std::size_t seen = largest.load();
-    while (n > seen && !largest.compare_exchange_weak(seen, n)) {}
-}
-}  // namespace
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t n) {
-    note(n);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-    note(n);
-    const std::size_t align = static_cast<std::size_t>(a);
-    if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-
-namespace {
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& tag)
-        : path(fs::temp_directory_path() / ("cpx_hostile_" + tag + "_" + std::to_string(::getpid()))) {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        return std::string("not a cpx::Error: ") + e.what();
-    }
-    return "(no exception)";
-}
+using cpx::testing::message_of;
+using cpx::testing::TempDir;
 
 bool has_raw_control_bytes(const std::string& s) {
     for (unsigned char c : s)
@@ -105,22 +56,22 @@ TEST_CASE("finding 2: config.json with very many unknown keys reads in linear ti
 }
 
 TEST_CASE("finding 3: names from files are escaped in messages (control bytes, newlines, NUL)") {
-    TempDir dir("names");
+    TempDir dir;
     using C = presets::TinyComplexity;
-    save_complexity_checkpoint(ComplexityWeights<C>::random(1), dir.path);
+    save_complexity_checkpoint(ComplexityWeights<C>::random(1), dir.path());
     const std::string evil = std::string("\x1b[2J\nfake line\0tail", 19);
     {
-        const auto ckpt = io::Checkpoint::open(dir.path);
+        const auto ckpt = io::Checkpoint::open(dir.path());
         io::SafetensorsWriter w;
         for (const std::string& n : ckpt.names()) {
             const auto& t = ckpt.get(n);
             w.add_raw(n, t.dtype_name, t.shape, t.bytes);
         }
         w.add(evil, {1}, std::vector<float>{1.0f});
-        w.write(dir.path / "next.safetensors");
+        w.write(dir.path() / "next.safetensors");
     }
-    fs::rename(dir.path / "next.safetensors", dir.path / "model.safetensors");
-    const std::string m = message_of([&] { (void)load_complexity_checkpoint<C>(dir.path); });
+    fs::rename(dir.path() / "next.safetensors", dir.path() / "model.safetensors");
+    const std::string m = message_of([&] { (void)load_complexity_checkpoint<C>(dir.path()); });
     CAPTURE(m);
     CHECK(m.find("unexpected tensor '\\x1b[2J\\nfake line\\x00tail'") != std::string::npos);
     CHECK(!has_raw_control_bytes(m));
@@ -137,33 +88,33 @@ TEST_CASE("finding 3: names from files are escaped in messages (control bytes, n
 }
 
 TEST_CASE("finding 6: a symlink loop in a checkpoint directory is reported as such, not as missing") {
-    TempDir dir("loop");
+    TempDir dir;
     using C = presets::TinyComplexity;
-    save_complexity_checkpoint(ComplexityWeights<C>::random(2), dir.path);
-    fs::remove(dir.path / "model.safetensors");
-    fs::create_symlink(dir.path / "model.safetensors", dir.path / "model.safetensors");
-    std::string m = message_of([&] { (void)io::Checkpoint::open(dir.path); });
+    save_complexity_checkpoint(ComplexityWeights<C>::random(2), dir.path());
+    fs::remove(dir.path() / "model.safetensors");
+    fs::create_symlink(dir.path() / "model.safetensors", dir.path() / "model.safetensors");
+    std::string m = message_of([&] { (void)io::Checkpoint::open(dir.path()); });
     CAPTURE(m);
     CHECK(m.find("model.safetensors") != std::string::npos);
     CHECK(m.find("symbolic link") != std::string::npos);
     CHECK(m.find("holds neither") == std::string::npos);
 
-    TempDir dir2("loop_config");
-    save_complexity_checkpoint(ComplexityWeights<C>::random(2), dir2.path);
-    fs::remove(dir2.path / "config.json");
-    fs::create_symlink(dir2.path / "config.json", dir2.path / "config.json");
-    m = message_of([&] { (void)load_complexity_checkpoint<C>(dir2.path); });
+    TempDir dir2;
+    save_complexity_checkpoint(ComplexityWeights<C>::random(2), dir2.path());
+    fs::remove(dir2.path() / "config.json");
+    fs::create_symlink(dir2.path() / "config.json", dir2.path() / "config.json");
+    m = message_of([&] { (void)load_complexity_checkpoint<C>(dir2.path()); });
     CAPTURE(m);
     CHECK(m.find("config.json") != std::string::npos);
     CHECK(m.find("symbolic link") != std::string::npos);
     CHECK(m.find("has no config.json") == std::string::npos);
-    m = message_of([&] { (void)load_prism_checkpoint<presets::TinyPrism>(dir2.path); });
+    m = message_of([&] { (void)load_prism_checkpoint<presets::TinyPrism>(dir2.path()); });
     CHECK(m.find("symbolic link") != std::string::npos);
 }
 
 TEST_CASE("finding 7: saving onto an existing file is a library error naming the path") {
-    TempDir dir("save");
-    const fs::path file = dir.path / "a_file";
+    TempDir dir;
+    const fs::path file = dir.path() / "a_file";
     { std::ofstream(file) << "x"; }
     const std::string m = message_of(
         [&] { save_complexity_checkpoint(ComplexityWeights<presets::TinyComplexity>::random(3), file); });
@@ -178,21 +129,19 @@ TEST_CASE("finding 7: saving onto an existing file is a library error naming the
 }
 
 TEST_CASE("finding 8: reading a tensor of an unsupported dtype checks the dtype before allocating") {
-    TempDir dir("dtype");
+    TempDir dir;
     io::SafetensorsWriter w;
     std::vector<std::byte> raw(std::size_t{1} << 22);  // 4 Mi U8 elements: 16 MiB as float
     w.add_raw("bytes", "U8", {static_cast<std::int64_t>(raw.size())}, raw);
-    w.write(dir.path / "model.safetensors");
-    const auto ckpt = io::Checkpoint::open(dir.path);
-    largest = 0;
-    watching = true;
+    w.write(dir.path() / "model.safetensors");
+    const auto ckpt = io::Checkpoint::open(dir.path());
+    cpx::testing::largest_allocation = 0;
     std::string m;
     try {
         (void)ckpt.read_vector<float>("bytes");
     } catch (const ShapeError& e) {
         m = e.what();
     }
-    watching = false;
     CHECK(m.find("dtype U8") != std::string::npos);
-    CHECK(largest.load() < (std::size_t{1} << 20));
+    CHECK(cpx::testing::largest_allocation.load() < (std::size_t{1} << 20));
 }

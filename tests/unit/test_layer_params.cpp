@@ -10,10 +10,11 @@
 
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
+#include "error_message.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -21,6 +22,8 @@ using cpx::testing::random_normal;
 using cpx::testing::random_tokens;
 using cpx::testing::relative_error;
 namespace fs = std::filesystem;
+using cpx::testing::message_of;
+using cpx::testing::TempDir;
 
 namespace {
 using Routed = presets::TinyComplexity;
@@ -41,24 +44,6 @@ bool same_values(const P& a, const P& b, int layer) {
     return true;
 }
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
-
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& tag)
-        : path(fs::temp_directory_path() / ("cpx_layer_" + tag + "_" + std::to_string(::getpid()))) {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
 }  // namespace
 
 TEST_CASE("random_layer draws exactly the layer the whole model's random() draws") {
@@ -105,36 +90,37 @@ TEST_CASE("a token-routed MLP alone, from its own parameters, matches the refere
 }
 
 TEST_CASE("load_layer reads one layer of a saved checkpoint, in the split and the nn.Linear expert layouts") {
-    TempDir dir("split");
+    TempDir dir;
     const auto w = cpx::testing::test_weights<Routed>(9);
-    save_complexity_checkpoint(w, dir.path);
-    CHECK(same_values(load_layer<TokenRoutedMlpParams<Routed>>(dir.path, 1), w.layers[1].mlp, 1));
-    CHECK(same_values(load_layer<MuGqaAttentionParams<Routed>>(dir.path, 2), w.layers[2].attention, 2));
-    CHECK(same_values(load_layer<MuGuidanceParams<Routed>>(dir.path, 0), w.layers[0].mu_guidance, 0));
-    CHECK(load_layer_routing<Routed>(dir.path, 2) == w.token_to_expert);
+    save_complexity_checkpoint(w, dir.path());
+    CHECK(same_values(load_layer<TokenRoutedMlpParams<Routed>>(dir.path(), 1), w.layers[1].mlp, 1));
+    CHECK(same_values(load_layer<MuGqaAttentionParams<Routed>>(dir.path(), 2), w.layers[2].attention, 2));
+    CHECK(same_values(load_layer<MuGuidanceParams<Routed>>(dir.path(), 0), w.layers[0].mu_guidance, 0));
+    CHECK(load_layer_routing<Routed>(dir.path(), 2) == w.token_to_expert);
     // bf16 storage of the loaded layer rounds each value once.
-    const auto bf = load_layer<TokenRoutedMlpParams<Routed, bf16>>(dir.path, 1);
+    const auto bf = load_layer<TokenRoutedMlpParams<Routed, bf16>>(dir.path(), 1);
     CHECK(bf.down[17].bits == bf16::from_float(w.layers[1].mlp.down[17]).bits);
 
-    TempDir dense_dir("dense"), learned_dir("learned");
+    TempDir dense_dir, learned_dir;
     const auto wd = cpx::testing::test_weights<Dense>(10);
-    save_complexity_checkpoint(wd, dense_dir.path);
-    CHECK(same_values(load_layer<DenseMlpParams<Dense>>(dense_dir.path, 2), wd.layers[2].mlp, 2));
+    save_complexity_checkpoint(wd, dense_dir.path());
+    CHECK(same_values(load_layer<DenseMlpParams<Dense>>(dense_dir.path(), 2), wd.layers[2].mlp, 2));
     const auto wl = cpx::testing::test_weights<Learned>(11);
-    save_complexity_checkpoint(wl, learned_dir.path);
-    CHECK(same_values(load_layer<LearnedRouterMlpParams<Learned>>(learned_dir.path, 1), wl.layers[1].mlp, 1));
+    save_complexity_checkpoint(wl, learned_dir.path());
+    CHECK(same_values(load_layer<LearnedRouterMlpParams<Learned>>(learned_dir.path(), 1), wl.layers[1].mlp, 1));
 }
 
 TEST_CASE("load_layer errors: layer out of range, another configuration, missing tensors named") {
-    TempDir dir("errors");
-    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(12), dir.path);
-    CHECK(message_of([&] { (void)load_layer<TokenRoutedMlpParams<Routed>>(dir.path, 3); }).find("outside [0, 3)") !=
+    TempDir dir;
+    save_complexity_checkpoint(cpx::testing::test_weights<Routed>(12), dir.path());
+    CHECK(message_of([&] { (void)load_layer<TokenRoutedMlpParams<Routed>>(dir.path(), 3); }).find("outside [0, 3)") !=
           std::string::npos);
     // A dense layer asked of a token-routed checkpoint: config.json disagrees.
-    CHECK(message_of([&] { (void)load_layer<DenseMlpParams<Dense>>(dir.path, 0); }).find("mlp") != std::string::npos);
+    CHECK(message_of([&] { (void)load_layer<DenseMlpParams<Dense>>(dir.path(), 0); }).find("mlp") != std::string::npos);
     // Without config.json, the missing tensors are named.
-    fs::remove(dir.path / "config.json");
-    const std::string m = message_of([&] { (void)load_layer<DenseMlpParams<Dense>>(dir.path, 0); });
+    fs::remove(dir.path() / "config.json");
+    const std::string m = message_of([&] { (void)load_layer<DenseMlpParams<Dense>>(dir.path(), 0); });
     CHECK(m.find("missing tensor 'layers.0.mlp.gate_proj.weight'") != std::string::npos);
     CHECK(m.find("layers.0.mlp.down_proj.weight") != std::string::npos);
+    CHECK(m.find("ComplexityDims{.hidden_size = 64") != std::string::npos);  // the configuration, by field
 }
