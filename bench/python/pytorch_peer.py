@@ -14,7 +14,7 @@ same way: {"context": {...}, "benchmarks": [{"name", "run_name", "run_type":
 "iteration" | "aggregate", "aggregate_name": "median" | "min", "real_time",
 "time_unit": "ms", "iterations", "tokens_per_s"}]}.
 
-Implementations follow bench/python/torch_models.py (written from the spec),
+Implementations follow bench/python/torch_models.py (written from docs/MODELS.md),
 batched over sequences and with KV caches for decode, as an eager serving
 loop would run them: RoPE cos/sin tables and causal masks are built once per
 shape, projections are the model's own separate nn.Linear products. Models
@@ -211,7 +211,7 @@ class ComplexityPeer:
         return F.linear(o.transpose(1, 2).reshape(B, T, r.h * r.hd), self.w(p + "o_proj.weight"))
 
     def mlp(self, i, x, tokens):
-        """torch_models' MLP (boolean-mask loop over experts, spec 6.4), dtype-preserving."""
+        """torch_models' MLP (boolean-mask loop over experts, docs/MODELS.md §8.4), dtype-preserving."""
         r, p = self.ref, f"layers.{i}.mlp."
         B, T, d = x.shape
         xs = x.reshape(B * T, d)

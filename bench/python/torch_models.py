@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """COMPLEXITY-DEEP and PRISM forward passes in PyTorch eager mode.
 
-Written from the project's specification (not from the authors' code), for two
+Written from docs/MODELS.md (not from the authors' code), for two
 uses: the peer timings of bench/python/pytorch_peer.py, and an independent
 reference that the test suite compares the C++ logits with
 (tests/python/check_torch_parity.py). Checkpoints are read with numpy alone

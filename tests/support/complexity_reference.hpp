@@ -1,6 +1,6 @@
 #pragma once
 // A plain double-precision COMPLEXITY-DEEP forward pass written directly from
-// the spec (sections 2-6, 10), for the tests. It reads the weights by their
+// docs/MODELS.md (§4-§8, §10), for the tests. It reads the weights by their
 // checkpoint names in the checkpoint layout, so it shares nothing with the
 // library's compute layout, and it uses no library code beyond the config.
 

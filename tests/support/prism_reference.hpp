@@ -1,4 +1,4 @@
-// Naive double-precision PRISM, written from spec/prism.md alone (loops, no
+// Naive double-precision PRISM, written from docs/MODELS.md §15-§19 alone (loops, no
 // library code), the yardstick of the PRISM layer, model and composition tests.
 #pragma once
 

@@ -8,7 +8,7 @@
 using namespace cpx;
 using namespace cpx::presets;
 
-// Parameter counts from spec/complexity-deep.md section 1 ("Parameter counts").
+// Parameter counts from docs/MODELS.md §3.
 static_assert(parameter_count<ComplexityDeep187M>() == 187'412'736);
 static_assert(parameter_count<ComplexityDense171M>() == 170'809'344);
 static_assert(parameter_count<ComplexityNoMu177M>() == 176'781'312);
@@ -26,7 +26,7 @@ TEST_CASE("parameter counts match the spec for every paper configuration") {
 }
 
 TEST_CASE("active parameters of the 384M token-routed model match the spec (236.0M / 203.2M)") {
-    // spec section 13: 1 of 4 experts + shared + attention + mu = 236.0M with embeddings, 203.2M without.
+    // docs/MODELS.md §3: 1 of 4 experts + shared + attention + mu = 236.0M with embeddings, 203.2M without.
     CHECK(active_parameters<ComplexityDeep384M>(true) == 235'995'648);
     CHECK(active_parameters<ComplexityDeep384M>(false) == 203'227'648);
     // A dense model touches all its live weights; the dead mu_to_* are not live.

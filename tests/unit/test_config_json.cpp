@@ -23,7 +23,7 @@ namespace presets = cpx::presets;
 
 namespace {
 
-// run2 "Full" (187M) as spec §9.2 lists it, in the authors' key order.
+// run2 "Full" (187M) as docs/MODELS.md §13 lists it, in the authors' key order.
 constexpr std::string_view run2_json =
     R"({"hidden_size": 768, "num_hidden_layers": 18, "intermediate_size": 2048, "vocab_size": 32000,)"
     R"( "num_attention_heads": 12, "num_key_value_heads": 4, "attention_type": "gqa", "attention_dropout": 0.0,)"
@@ -308,7 +308,7 @@ TEST_CASE("PRISM attention in a COMPLEXITY-DEEP stack is written as attention_ty
 // ------------------------------------------------------------------ COMPLEXITY-DEEP: writing
 
 TEST_CASE("ComplexityDeep187M is written exactly as run2's config.json, in the authors' key order") {
-    // Python 3.11: json.dumps(run2, indent=2) + "\n", run2 being spec §9.2's dict.
+    // Python 3.11: json.dumps(run2, indent=2) + "\n", run2 being docs/MODELS.md §13's dict.
     CHECK(cpx::io::complexity_config_json<presets::ComplexityDeep187M>() ==
           "{\n  \"hidden_size\": 768,\n  \"num_hidden_layers\": 18,\n  \"intermediate_size\": 2048,\n"
           "  \"vocab_size\": 32000,\n  \"num_attention_heads\": 12,\n  \"num_key_value_heads\": 4,\n"

@@ -1,5 +1,5 @@
 // PRISM's pi-RoPE differential attention layer against a naive double-precision
-// reference written from spec/prism.md section 3.
+// reference written from docs/MODELS.md §17.
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>

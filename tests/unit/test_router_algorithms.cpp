@@ -1,5 +1,5 @@
 // The four routers and the balance report on small tables whose answers are
-// worked out by hand in the comments (spec section 7 pseudocode).
+// worked out by hand in the comments (docs/MODELS.md §9.1).
 #include <doctest/doctest.h>
 
 #include <cpx/router/balance_report.hpp>

@@ -41,7 +41,7 @@ Counts zipf_table(std::size_t vocab, double alpha, double top, std::uint64_t see
     return counts;
 }
 
-/// The authors' loop (spec section 7) transcribed plainly, with the documented
+/// The authors' loop (docs/MODELS.md §9.1) transcribed plainly, with the documented
 /// total order in place of torch's non-stable argsort.
 Table authors_greedy(const Counts& counts, int experts) {
     std::vector<std::size_t> order(counts.size());
