@@ -34,6 +34,7 @@
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/models/complexity_layer_params.hpp"
 #include "cpx/models/tensor_slot.hpp"
+#include "cpx/router/modulo_routing.hpp"
 #include "cpx/router/token_routing.hpp"
 
 namespace cpx {
@@ -86,10 +87,8 @@ struct ComplexityWeights {
     ComplexityWeights()
         : embed_tokens(static_cast<std::size_t>(C::vocab) * d), norm(d, 0.0f), layers(C::layers) {
         if constexpr (C::use_mu) mu_init.assign(d, 0.0f);
-        if constexpr (C::mlp == MlpKind::token_routed) {
-            token_to_expert.resize(C::vocab);
-            for (int t = 0; t < C::vocab; ++t) token_to_expert[t] = t % C::experts;
-        }
+        if constexpr (C::mlp == MlpKind::token_routed)
+            token_to_expert = router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
     }
 
     /// The initialisation of docs/MODELS.md §11, each tensor from its own seeded

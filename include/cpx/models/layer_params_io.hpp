@@ -28,6 +28,7 @@
 #include "cpx/io/complexity_config_json.hpp"
 #include "cpx/models/complexity_layer_params.hpp"
 #include "cpx/models/expert_layouts.hpp"
+#include "cpx/router/modulo_routing.hpp"
 
 namespace cpx {
 
@@ -118,9 +119,7 @@ template <ComplexityConfigType C>
 std::vector<std::int32_t> modulo_routing()
     requires(C::mlp == MlpKind::token_routed)
 {
-    std::vector<std::int32_t> table(C::vocab);
-    for (int t = 0; t < C::vocab; ++t) table[static_cast<std::size_t>(t)] = t % C::experts;
-    return table;
+    return router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
 }
 
 }  // namespace cpx
