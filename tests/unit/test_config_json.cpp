@@ -188,7 +188,8 @@ TEST_CASE("a key of the wrong type is a FormatError naming the key") {
     CHECK_THROWS_WITH_AS(cpx::io::parse_complexity_config("[1]"),
                          "config.json: expected a JSON object at the top level, found array", FormatError);
     CHECK_THROWS_WITH_AS(cpx::io::parse_complexity_config("{\"a\": }"),
-                         "config.json:1:7: unexpected character '}', expected a value", FormatError);
+                         "config.json:1:7: syntax error while parsing value - unexpected '}'; expected '[', '{', or a literal",
+                         FormatError);
 }
 
 // ------------------------------------------------------------------ COMPLEXITY-DEEP: what is checked

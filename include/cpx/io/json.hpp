@@ -1,23 +1,26 @@
 #pragma once
-// A small, strict JSON value, parser and writer (RFC 8259) for checkpoint
-// headers, shard indices and config.json files. Objects keep their key order
-// and reject duplicate keys (a duplicated tensor name would be ambiguous);
-// numbers remember whether they were written as integers, so int64 values
-// such as byte offsets stay exact. Parse errors are FormatError with
-// "<source>:<line>:<column>: <what>".
+// A small, strict JSON value and writer for checkpoint headers, shard indices
+// and config.json files, read through nlohmann-json (RFC 8259). Objects keep
+// their key order and reject duplicate keys (a duplicated tensor name would be
+// ambiguous); numbers remember whether they were written as integers, so int64
+// values such as byte offsets stay exact; the writer's doubles read as Python
+// writes them. Parse errors are FormatError "<source>:<line>:<column>: <what>".
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cpx/core/error.hpp"
 
@@ -274,112 +277,119 @@ struct JsonLimits {
 
 namespace detail {
 
-class JsonParser {
+// nlohmann-json does the lexing and grammar; this SAX handler builds a Json and
+// adds the rules nlohmann does not have: duplicate keys and over-deep nesting
+// are errors, integers keep their exact int64, and every error carries
+// "<source>:<line>:<column>". nlohmann reports no positions to a SAX handler
+// except on errors, so the input iterator records how far the lexer has read.
+class JsonBuilder final : public nlohmann::json_sax<nlohmann::json> {
 public:
-    JsonParser(std::string_view text, std::string_view source, JsonLimits limits)
-        : text_(text), source_(source), limits_(limits) {}
+    /// Iterator over the text that remembers the furthest byte the lexer has pulled.
+    struct Cursor {
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = char;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const char*;
+        using reference = const char&;
+        const char* at = nullptr;
+        const char** furthest = nullptr;
+        reference operator*() const { return *at; }
+        Cursor& operator++() {
+            *furthest = ++at;
+            return *this;
+        }
+        Cursor operator++(int) {
+            Cursor before = *this;
+            ++*this;
+            return before;
+        }
+        bool operator==(const Cursor& o) const { return at == o.at; }
+    };
 
-    Json parse_document() {
-        skip_space();
-        Json v = parse_value(0);
-        skip_space();
-        if (pos_ != text_.size()) fail("unexpected content after the JSON value");
-        return v;
+    JsonBuilder(std::string_view text, std::string_view source, JsonLimits limits)
+        : text_(text), source_(source), limits_(limits), furthest_(text.data()) {}
+
+    Json parse() {
+        // Python's json and the safetensors reference reject a byte order mark; nlohmann skips it.
+        if (text_.starts_with("\xef\xbb\xbf")) fail_at(0, "a UTF-8 byte order mark is not allowed before the value");
+        const char* begin = text_.data();
+        const char* end = begin + text_.size();
+        nlohmann::json::sax_parse(Cursor{begin, &furthest_}, Cursor{end, &furthest_}, this);
+        return std::move(root_);
+    }
+
+    bool null() override { return add(Json(nullptr)); }
+    bool boolean(bool b) override { return add(Json(b)); }
+    bool number_integer(number_integer_t i) override { return add(Json(static_cast<std::int64_t>(i))); }
+    bool number_unsigned(number_unsigned_t u) override {
+        // Beyond int64 a number stays a number, as a double without the integer flag.
+        if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+            return add(Json(static_cast<double>(u)));
+        return add(Json(static_cast<std::int64_t>(u)));
+    }
+    bool number_float(number_float_t d, const string_t&) override { return add(Json(d)); }
+    bool string(string_t& s) override { return add(Json(std::move(s))); }
+    bool binary(binary_t&) override { return false; }  // never produced by the JSON text format
+    bool start_object(std::size_t) override { return open(Json::object()); }
+    bool start_array(std::size_t) override { return open(Json::array()); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+
+    bool key(string_t& k) override {
+        Frame& f = open_.back();
+        f.key_at.push_back(key_start());
+        f.pending_key = std::move(k);
+        return true;
+    }
+
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+        fail_at(position == 0 ? 0 : position - 1, reason(e.what()));
     }
 
 private:
+    struct Frame {
+        Json value;
+        std::string key_in_parent;  ///< where the finished container goes when its parent is an object
+        std::string pending_key;    ///< an object's key awaiting its value
+        std::vector<std::size_t> key_at;  ///< where each key starts, for the duplicate check
+    };
+
     std::string_view text_;
     std::string_view source_;
     JsonLimits limits_;
-    std::size_t pos_ = 0;
+    const char* furthest_;
+    std::vector<Frame> open_;
+    Json root_;
 
-    [[noreturn]] void fail_at(std::size_t at, std::string_view what) const {
-        std::size_t line = 1, column = 1;
-        for (std::size_t i = 0; i < at && i < text_.size(); ++i) {
-            if (text_[i] == '\n') {
-                ++line;
-                column = 1;
-            } else {
-                ++column;
-            }
+    bool add(Json v) {
+        if (open_.empty()) {
+            root_ = std::move(v);
+        } else if (Frame& f = open_.back(); f.value.is_array()) {
+            f.value.as_array().push_back(std::move(v));
+        } else {
+            f.value.as_object().emplace_back(std::move(f.pending_key), std::move(v));
         }
-        raise<FormatError>(source_, ":", line, ":", column, ": ", what);
-    }
-    [[noreturn]] void fail(std::string_view what) const { fail_at(pos_, what); }
-
-    bool at_end() const { return pos_ >= text_.size(); }
-    char peek() const { return at_end() ? '\0' : text_[pos_]; }
-
-    void skip_space() {
-        while (!at_end()) {
-            const char c = text_[pos_];
-            if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-            ++pos_;
-        }
+        return true;
     }
 
-    void expect_literal(std::string_view word) {
-        if (text_.substr(pos_, word.size()) != word) fail("invalid literal (expected true, false or null)");
-        pos_ += word.size();
+    bool open(Json container) {
+        if (static_cast<int>(open_.size()) >= limits_.max_depth)
+            fail_at(read_so_far() - 1, cpx::detail::concat("nesting deeper than ", limits_.max_depth, " levels"));
+        std::string key = open_.empty() || open_.back().value.is_array() ? std::string() : std::move(open_.back().pending_key);
+        open_.push_back(Frame{std::move(container), std::move(key), {}, {}});
+        return true;
     }
 
-    Json parse_value(int depth) {
-        if (at_end()) fail("unexpected end of input, expected a value");
-        switch (peek()) {
-            case '{': return parse_object(depth + 1);
-            case '[': return parse_array(depth + 1);
-            case '"': return Json(parse_string());
-            case 't': expect_literal("true"); return Json(true);
-            case 'f': expect_literal("false"); return Json(false);
-            case 'n': expect_literal("null"); return Json(nullptr);
-            default:
-                if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-                fail(std::string("unexpected character '") + peek() + "', expected a value");
-        }
+    bool close() {
+        Frame done = std::move(open_.back());
+        open_.pop_back();
+        if (done.value.is_object()) reject_duplicates(done.value.as_object(), done.key_at);
+        if (!open_.empty() && open_.back().value.is_object()) open_.back().pending_key = std::move(done.key_in_parent);
+        return add(std::move(done.value));
     }
 
-    void enter(int depth) {
-        if (depth > limits_.max_depth)
-            fail(cpx::detail::concat("nesting deeper than ", limits_.max_depth, " levels"));
-    }
-
-    Json parse_object(int depth) {
-        enter(depth);
-        ++pos_;  // '{'
-        Json::Object members;
-        std::vector<std::size_t> key_at;  // where each key starts, for the duplicate check
-        skip_space();
-        if (peek() == '}') {
-            ++pos_;
-            return Json(std::move(members));
-        }
-        while (true) {
-            skip_space();
-            if (peek() != '"') fail("expected a string key");
-            key_at.push_back(pos_);
-            std::string key = parse_string();
-            skip_space();
-            if (peek() != ':') fail("expected ':' after an object key");
-            ++pos_;
-            skip_space();
-            Json value = parse_value(depth);
-            members.emplace_back(std::move(key), std::move(value));
-            skip_space();
-            if (peek() == ',') {
-                ++pos_;
-                continue;
-            }
-            if (peek() == '}') {
-                ++pos_;
-                reject_duplicates(members, key_at);
-                return Json(std::move(members));
-            }
-            fail(at_end() ? "unexpected end of input inside an object" : "expected ',' or '}' in an object");
-        }
-    }
-
-    // Sorting keeps this O(n log n): headers are untrusted input and may hold millions of keys.
-    // Reports the earliest second occurrence of any key.
+    // Sorting keeps this O(n log n): headers are untrusted and may hold millions
+    // of keys. Reports the earliest second occurrence of any key.
     void reject_duplicates(const Json::Object& members, const std::vector<std::size_t>& key_at) const {
         if (members.size() < 2) return;
         std::vector<std::size_t> order(members.size());
@@ -394,181 +404,36 @@ private:
             fail_at(key_at[first_repeat], "duplicate key \"" + members[first_repeat].first + "\"");
     }
 
-    Json parse_array(int depth) {
-        enter(depth);
-        ++pos_;  // '['
-        Json::Array items;
-        skip_space();
-        if (peek() == ']') {
-            ++pos_;
-            return Json(std::move(items));
+    std::size_t read_so_far() const { return static_cast<std::size_t>(furthest_ - text_.data()); }
+
+    // The lexer has just read a key's closing quote: its opening quote is the
+    // nearest earlier quote not escaped by an odd run of backslashes.
+    std::size_t key_start() const {
+        std::size_t i = read_so_far() - 1;
+        while (i-- > 0) {
+            if (text_[i] != '"') continue;
+            std::size_t slashes = 0;
+            while (slashes < i && text_[i - 1 - slashes] == '\\') ++slashes;
+            if (slashes % 2 == 0) return i;
         }
-        while (true) {
-            skip_space();
-            items.push_back(parse_value(depth));
-            skip_space();
-            if (peek() == ',') {
-                ++pos_;
-                continue;
-            }
-            if (peek() == ']') {
-                ++pos_;
-                return Json(std::move(items));
-            }
-            fail(at_end() ? "unexpected end of input inside an array" : "expected ',' or ']' in an array");
-        }
+        return 0;
     }
 
-    Json parse_number() {
-        const std::size_t start = pos_;
-        auto digits = [&] {
-            const std::size_t from = pos_;
-            while (!at_end() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-            return pos_ - from;
-        };
-        if (peek() == '-') ++pos_;
-        if (peek() == '0') {
-            ++pos_;
-            if (peek() >= '0' && peek() <= '9') fail("leading zeros are not allowed in numbers");
-        } else if (digits() == 0) {
-            fail("expected a digit");
-        }
-        bool integral = true;
-        if (peek() == '.') {
-            integral = false;
-            ++pos_;
-            if (digits() == 0) fail("expected a digit after the decimal point");
-        }
-        if (peek() == 'e' || peek() == 'E') {
-            integral = false;
-            ++pos_;
-            if (peek() == '+' || peek() == '-') ++pos_;
-            if (digits() == 0) fail("expected a digit in the exponent");
-        }
-        const char* first = text_.data() + start;
-        const char* last = text_.data() + pos_;
-        if (integral) {
-            std::int64_t i = 0;
-            const auto r = std::from_chars(first, last, i);
-            if (r.ec == std::errc{} && r.ptr == last) {
-                Json v(i);
-                return v;
-            }
-            // Integers beyond int64 stay numbers, as doubles, without the integer flag.
-        }
-        double d = 0.0;
-        const auto r = std::from_chars(first, last, d);
-        if (r.ec == std::errc::result_out_of_range)
-            fail_at(start, "number " + std::string(first, last) + " is out of the range of a double");
-        if (r.ec != std::errc{} || r.ptr != last) fail_at(start, "malformed number");
-        return Json(d);
+    // nlohmann's explanation without its "[json.exception.parse_error.101] parse
+    // error at line L, column C: " prefix (its column does not count from line starts).
+    static std::string reason(std::string_view what) {
+        if (const auto bracket = what.find("] "); bracket != std::string_view::npos) what.remove_prefix(bracket + 2);
+        if (what.starts_with("parse error"))
+            if (const auto colon = what.find(": "); colon != std::string_view::npos) what.remove_prefix(colon + 2);
+        return std::string(what);
     }
 
-    unsigned hex4() {
-        if (text_.size() - pos_ < 4) fail("truncated \\u escape");
-        unsigned v = 0;
-        for (int i = 0; i < 4; ++i) {
-            const char c = text_[pos_++];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-            else fail_at(pos_ - 1, "invalid hex digit in a \\u escape");
-        }
-        return v;
-    }
-
-    static void append_utf8(std::string& out, std::uint32_t cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xc0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xe0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else {
-            out += static_cast<char>(0xf0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        }
-    }
-
-    // Copies one well-formed UTF-8 sequence (no overlongs, no surrogates, <= U+10FFFF).
-    void copy_utf8(std::string& out) {
-        const std::size_t start = pos_;
-        const auto lead = static_cast<unsigned char>(text_[pos_]);
-        int extra = 0;
-        std::uint32_t cp = 0, min = 0;
-        if (lead >= 0xc2 && lead <= 0xdf) { extra = 1; cp = lead & 0x1fu; min = 0x80; }
-        else if (lead >= 0xe0 && lead <= 0xef) { extra = 2; cp = lead & 0x0fu; min = 0x800; }
-        else if (lead >= 0xf0 && lead <= 0xf4) { extra = 3; cp = lead & 0x07u; min = 0x10000; }
-        else fail("invalid UTF-8 byte in a string");
-        if (text_.size() - pos_ <= static_cast<std::size_t>(extra)) fail("truncated UTF-8 sequence in a string");
-        for (int i = 1; i <= extra; ++i) {
-            const auto c = static_cast<unsigned char>(text_[pos_ + static_cast<std::size_t>(i)]);
-            if ((c & 0xc0u) != 0x80u) fail("invalid UTF-8 sequence in a string");
-            cp = (cp << 6) | (c & 0x3fu);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            fail("invalid UTF-8 sequence in a string (overlong, surrogate or beyond U+10FFFF)");
-        pos_ += static_cast<std::size_t>(extra) + 1;
-        out.append(text_.substr(start, pos_ - start));
-    }
-
-    std::string parse_string() {
-        ++pos_;  // opening quote
-        std::string out;
-        while (true) {
-            if (at_end()) fail("unterminated string");
-            const char c = text_[pos_];
-            if (c == '"') {
-                ++pos_;
-                return out;
-            }
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string (must be escaped)");
-            if (static_cast<unsigned char>(c) >= 0x80) {
-                copy_utf8(out);
-                continue;
-            }
-            if (c != '\\') {
-                out += c;
-                ++pos_;
-                continue;
-            }
-            ++pos_;
-            if (at_end()) fail("unterminated escape in a string");
-            const char e = text_[pos_++];
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    const std::size_t esc_at = pos_ - 2;
-                    std::uint32_t cp = hex4();
-                    if (cp >= 0xdc00 && cp <= 0xdfff) fail_at(esc_at, "unpaired low surrogate in a \\u escape");
-                    if (cp >= 0xd800 && cp <= 0xdbff) {
-                        if (text_.substr(pos_, 2) != "\\u")
-                            fail_at(esc_at, "high surrogate not followed by a low surrogate escape");
-                        pos_ += 2;
-                        const std::uint32_t low = hex4();
-                        if (low < 0xdc00 || low > 0xdfff)
-                            fail_at(esc_at, "high surrogate not followed by a low surrogate escape");
-                        cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-                    }
-                    append_utf8(out, cp);
-                    break;
-                }
-                default: fail_at(pos_ - 2, std::string("invalid escape '\\") + e + "'");
-            }
-        }
+    [[noreturn]] void fail_at(std::size_t offset, std::string_view what) const {
+        const std::string_view before = text_.substr(0, std::min(offset, text_.size()));
+        const auto line = 1 + std::count(before.begin(), before.end(), '\n');
+        const std::size_t last_newline = before.rfind('\n');
+        const std::size_t column = last_newline == std::string_view::npos ? before.size() + 1 : before.size() - last_newline;
+        raise<FormatError>(source_, ":", line, ":", column, ": ", what);
     }
 };
 
@@ -577,7 +442,7 @@ private:
 /// Parses one JSON document. `source` names the text in error messages
 /// (a path, "config.json", ...).
 inline Json parse_json(std::string_view text, std::string_view source = "JSON", JsonLimits limits = {}) {
-    return detail::JsonParser(text, source, limits).parse_document();
+    return detail::JsonBuilder(text, source, limits).parse();
 }
 
 }  // namespace cpx::io
