@@ -9,8 +9,10 @@
 
 #include "temp_dir.hpp"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -170,6 +172,53 @@ TEST_CASE("the inference code's key names are accepted: rms_norm_eps, use_token_
           Lines{"mlp_type: \"token_routed\" contradicts use_token_routed_mlp false"});
     CHECK_THROWS_WITH_AS(run2_with({{"rms_norm_eps", 1e-5}}), "config.json: norm_eps 1e-06 and rms_norm_eps 1e-05 disagree",
                          FormatError);
+}
+
+TEST_CASE("rope_scaling's newer name rope_type is read for type, and the two must agree") {
+    const auto scaled = run2_with({{"rope_type", "linear"},
+                                   {"rope_scaling", Json(Json::Object{{"rope_type", "linear"}, {"factor", 2.0}})}});
+    CHECK(scaled.rope_scaling_type == "linear");
+    CHECK(scaled.rope_scaling_factor == 2.0);
+    CHECK_THROWS_WITH_AS(
+        run2_with({{"rope_scaling", Json(Json::Object{{"type", "linear"}, {"rope_type", "yarn"}, {"factor", 2.0}})}}),
+        "config.json rope_scaling: type \"linear\" and rope_type \"yarn\" disagree", FormatError);
+}
+
+TEST_CASE("each family's key table names every key once, and the writer writes exactly its keys") {
+    auto names = [](const auto& table) {
+        std::vector<std::string> out;
+        std::apply([&](const auto&... k) { (out.emplace_back(k.name), ...); }, table);
+        return out;
+    };
+    for (auto table_names : {names(cpx::io::complexity_keys), names(cpx::io::prism_keys)}) {
+        std::vector<std::string> sorted = table_names;
+        std::sort(sorted.begin(), sorted.end());
+        CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    }
+    // Every member set: the written keys are the table's, minus the read-only alias, in table order.
+    ComplexityJsonConfig every = cpx::io::complexity_json_config<TinyLinearRope>();
+    every.model_type = "deep";
+    every.use_token_routed_mlp = true;
+    every.sliding_window = 16;
+    every.prism_expansion_ratio = 2;
+    every.prism_freq_multiplier = 3.0;
+    auto keys_of = [](const Json& object) {
+        std::vector<std::string> out;
+        for (const auto& member : object.as_object()) out.push_back(member.first);
+        return out;
+    };
+    std::vector<std::string> expected = names(cpx::io::complexity_keys);
+    std::erase(expected, "rms_norm_eps");
+    CHECK(keys_of(cpx::io::to_json(every)) == expected);
+    CHECK(cpx::io::parse_complexity_config(cpx::io::to_json(every).dump()) == every);
+
+    PrismJsonConfig prism = cpx::io::prism_json_config<presets::PrismMini>();
+    prism.prism_lambda_start = 0.8;
+    prism.prism_lambda_end = 0.2;
+    prism.rope_theta = 500000.0;
+    prism.layer_norm_eps = 1e-6;
+    CHECK(keys_of(cpx::io::to_json(prism)) == names(cpx::io::prism_keys));
+    CHECK(cpx::io::parse_prism_config(cpx::io::to_json(prism).dump()) == prism);
 }
 
 TEST_CASE("a key of the wrong type is a FormatError naming the key") {

@@ -3,17 +3,11 @@
 // docs/MODELS.md §13): read it, write a compiled configuration as one, and list every
 // way a file contradicts a compiled configuration.
 //
-// Keys, in the authors' order: hidden_size, num_hidden_layers,
-// intermediate_size, vocab_size, num_attention_heads, num_key_value_heads,
-// attention_type, attention_dropout, use_qk_norm, sliding_window,
-// max_position_embeddings, rope_theta, rope_type, mlp_type, hidden_act,
-// num_experts, shared_expert, shared_intermediate_size, use_mu_guidance,
-// use_mu_projection, disable_mu_guidance, norm_type, norm_eps,
-// tie_word_embeddings, use_sdpa, use_cache, initializer_range, extra_config.
-// Also read: rms_norm_eps (the inference code's name for norm_eps),
-// use_token_routed_mlp (its alternative to mlp_type), model_type (ignored),
-// rope_scaling {"type": "linear", "factor": f} (Hugging Face style, for
-// rope_type "linear"), and prism_expansion_ratio / prism_freq_multiplier for
+// complexity_keys below lists every key, in the authors' order. Also read:
+// rms_norm_eps (the inference code's name for norm_eps), use_token_routed_mlp
+// (its alternative to mlp_type), model_type (not interpreted), rope_scaling
+// {"type": "linear", "factor": f} (Hugging Face style, for rope_type
+// "linear"), and prism_expansion_ratio / prism_freq_multiplier for
 // attention_type "prism" (this library's PRISM-attention variant). Any other
 // key is kept in `unrecognized` and not interpreted.
 //
@@ -26,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "cpx/config/complexity_config.hpp"
@@ -76,58 +71,81 @@ struct ComplexityJsonConfig {
     bool operator==(const ComplexityJsonConfig&) const = default;
 };
 
+namespace detail {
+using CJ = ComplexityJsonConfig;
+
+/// rope_scaling's own keys; "rope_type" is the newer Hugging Face name of "type".
+inline constexpr auto rope_scaling_keys =
+    std::tuple{key_when_set("type", &CJ::rope_scaling_type), alias_key("rope_type", &CJ::rope_scaling_type),
+               key_when_set("factor", &CJ::rope_scaling_factor)};
+
+inline void read_rope_scaling(JsonFields& f, CJ& c, std::string_view name) {
+    const std::optional<Json> scaling = f.object(name);
+    if (!scaling) return;
+    JsonFields nested(*scaling, f.source() + " " + std::string(name));
+    read_keys(nested, c, rope_scaling_keys);
+    if (!c.rope_scaling_type || !c.rope_scaling_factor)
+        raise<FormatError>(f.source(), ": key '", name, "' needs \"", key_name(rope_scaling_keys, &CJ::rope_scaling_type),
+                           "\" and \"", key_name(rope_scaling_keys, &CJ::rope_scaling_factor), "\", found ",
+                           scaling->dump());
+}
+
+inline void write_rope_scaling(Json& o, const CJ& c, std::string_view name) {
+    if (!c.rope_scaling_type && !c.rope_scaling_factor) return;
+    Json scaling = Json::object();
+    write_keys(scaling, c, rope_scaling_keys);
+    o.set(std::string(name), std::move(scaling));
+}
+}  // namespace detail
+
+inline constexpr std::string_view rope_scaling_key = "rope_scaling";
+
+/// Every config.json key, in the authors' order (the writer's order); keys the
+/// authors always write are null when unset, extensions only appear when set.
+inline constexpr auto complexity_keys = std::tuple{
+    key_when_set("model_type", &detail::CJ::model_type),
+    config_key("hidden_size", &detail::CJ::hidden_size),
+    config_key("num_hidden_layers", &detail::CJ::num_hidden_layers),
+    config_key("intermediate_size", &detail::CJ::intermediate_size),
+    config_key("vocab_size", &detail::CJ::vocab_size),
+    config_key("num_attention_heads", &detail::CJ::num_attention_heads),
+    config_key("num_key_value_heads", &detail::CJ::num_key_value_heads),
+    config_key("attention_type", &detail::CJ::attention_type),
+    key_when_set("prism_expansion_ratio", &detail::CJ::prism_expansion_ratio),
+    key_when_set("prism_freq_multiplier", &detail::CJ::prism_freq_multiplier),
+    config_key("attention_dropout", &detail::CJ::attention_dropout),
+    config_key("use_qk_norm", &detail::CJ::use_qk_norm),
+    config_key("sliding_window", &detail::CJ::sliding_window),
+    config_key("max_position_embeddings", &detail::CJ::max_position_embeddings),
+    config_key("rope_theta", &detail::CJ::rope_theta),
+    config_key("rope_type", &detail::CJ::rope_type),
+    custom_key(rope_scaling_key, detail::read_rope_scaling, detail::write_rope_scaling),
+    config_key("mlp_type", &detail::CJ::mlp_type),
+    key_when_set("use_token_routed_mlp", &detail::CJ::use_token_routed_mlp),
+    config_key("hidden_act", &detail::CJ::hidden_act),
+    config_key("num_experts", &detail::CJ::num_experts),
+    config_key("shared_expert", &detail::CJ::shared_expert),
+    config_key("shared_intermediate_size", &detail::CJ::shared_intermediate_size),
+    config_key("use_mu_guidance", &detail::CJ::use_mu_guidance),
+    config_key("use_mu_projection", &detail::CJ::use_mu_projection),
+    config_key("disable_mu_guidance", &detail::CJ::disable_mu_guidance),
+    config_key("norm_type", &detail::CJ::norm_type),
+    config_key("norm_eps", &detail::CJ::norm_eps),
+    alias_key("rms_norm_eps", &detail::CJ::norm_eps),
+    config_key("tie_word_embeddings", &detail::CJ::tie_word_embeddings),
+    config_key("use_sdpa", &detail::CJ::use_sdpa),
+    config_key("use_cache", &detail::CJ::use_cache),
+    config_key("initializer_range", &detail::CJ::initializer_range),
+    config_key("extra_config", &detail::CJ::extra_config),
+};
+
 /// Parses config.json text; `source` names it in errors. A key of the wrong
 /// type is a FormatError naming the key.
 inline ComplexityJsonConfig parse_complexity_config(std::string_view text, std::string_view source = "config.json") {
     const Json doc = parse_json(text, source);
     JsonFields f(doc, std::string(source));
     ComplexityJsonConfig c;
-    c.model_type = f.string("model_type");
-    c.hidden_size = f.integer("hidden_size");
-    c.num_hidden_layers = f.integer("num_hidden_layers");
-    c.intermediate_size = f.integer("intermediate_size");
-    c.vocab_size = f.integer("vocab_size");
-    c.num_attention_heads = f.integer("num_attention_heads");
-    c.num_key_value_heads = f.integer("num_key_value_heads");
-    c.attention_type = f.string("attention_type");
-    c.prism_expansion_ratio = f.integer("prism_expansion_ratio");
-    c.prism_freq_multiplier = f.number("prism_freq_multiplier");
-    c.attention_dropout = f.number("attention_dropout");
-    c.use_qk_norm = f.boolean("use_qk_norm");
-    c.sliding_window = f.integer("sliding_window");
-    c.max_position_embeddings = f.integer("max_position_embeddings");
-    c.rope_theta = f.number("rope_theta");
-    c.rope_type = f.string("rope_type");
-    if (const auto scaling = f.object("rope_scaling")) {
-        JsonFields s(*scaling, std::string(source) + " rope_scaling");
-        c.rope_scaling_type = s.string("type");
-        if (!c.rope_scaling_type) c.rope_scaling_type = s.string("rope_type");
-        c.rope_scaling_factor = s.number("factor");
-        if (!c.rope_scaling_type || !c.rope_scaling_factor)
-            raise<FormatError>(source, ": key 'rope_scaling' needs \"type\" and \"factor\", found ", scaling->dump());
-    }
-    c.mlp_type = f.string("mlp_type");
-    c.use_token_routed_mlp = f.boolean("use_token_routed_mlp");
-    c.hidden_act = f.string("hidden_act");
-    c.num_experts = f.integer("num_experts");
-    c.shared_expert = f.boolean("shared_expert");
-    c.shared_intermediate_size = f.integer("shared_intermediate_size");
-    c.use_mu_guidance = f.boolean("use_mu_guidance");
-    c.use_mu_projection = f.boolean("use_mu_projection");
-    c.disable_mu_guidance = f.boolean("disable_mu_guidance");
-    c.norm_type = f.string("norm_type");
-    c.norm_eps = f.number("norm_eps");
-    if (const auto alias = f.number("rms_norm_eps")) {
-        if (c.norm_eps && *c.norm_eps != *alias)
-            raise<FormatError>(source, ": norm_eps ", Json(*c.norm_eps).dump(), " and rms_norm_eps ",
-                               Json(*alias).dump(), " disagree");
-        c.norm_eps = alias;
-    }
-    c.tie_word_embeddings = f.boolean("tie_word_embeddings");
-    c.use_sdpa = f.boolean("use_sdpa");
-    c.use_cache = f.boolean("use_cache");
-    c.initializer_range = f.number("initializer_range");
-    c.extra_config = f.object("extra_config");
+    read_keys(f, c, complexity_keys);
     c.unrecognized = f.unread();
     return c;
 }
@@ -148,48 +166,10 @@ constexpr std::string_view mlp_type_name(MlpKind k) {
 }
 }  // namespace detail
 
-/// The config.json object of `c`: the authors' keys in their order (null where
-/// unset), then the alias and extension keys that are set, then `unrecognized`.
+/// The config.json object of `c`: complexity_keys in order, then `unrecognized`.
 inline Json to_json(const ComplexityJsonConfig& c) {
     Json o = Json::object();
-    set_if(o, "model_type", c.model_type);
-    set_or_null(o, "hidden_size", c.hidden_size);
-    set_or_null(o, "num_hidden_layers", c.num_hidden_layers);
-    set_or_null(o, "intermediate_size", c.intermediate_size);
-    set_or_null(o, "vocab_size", c.vocab_size);
-    set_or_null(o, "num_attention_heads", c.num_attention_heads);
-    set_or_null(o, "num_key_value_heads", c.num_key_value_heads);
-    set_or_null(o, "attention_type", c.attention_type);
-    set_if(o, "prism_expansion_ratio", c.prism_expansion_ratio);
-    set_if(o, "prism_freq_multiplier", c.prism_freq_multiplier);
-    set_or_null(o, "attention_dropout", c.attention_dropout);
-    set_or_null(o, "use_qk_norm", c.use_qk_norm);
-    set_or_null(o, "sliding_window", c.sliding_window);
-    set_or_null(o, "max_position_embeddings", c.max_position_embeddings);
-    set_or_null(o, "rope_theta", c.rope_theta);
-    set_or_null(o, "rope_type", c.rope_type);
-    if (c.rope_scaling_type || c.rope_scaling_factor) {
-        Json s = Json::object();
-        set_if(s, "type", c.rope_scaling_type);
-        set_if(s, "factor", c.rope_scaling_factor);
-        o.set("rope_scaling", std::move(s));
-    }
-    set_or_null(o, "mlp_type", c.mlp_type);
-    set_if(o, "use_token_routed_mlp", c.use_token_routed_mlp);
-    set_or_null(o, "hidden_act", c.hidden_act);
-    set_or_null(o, "num_experts", c.num_experts);
-    set_or_null(o, "shared_expert", c.shared_expert);
-    set_or_null(o, "shared_intermediate_size", c.shared_intermediate_size);
-    set_or_null(o, "use_mu_guidance", c.use_mu_guidance);
-    set_or_null(o, "use_mu_projection", c.use_mu_projection);
-    set_or_null(o, "disable_mu_guidance", c.disable_mu_guidance);
-    set_or_null(o, "norm_type", c.norm_type);
-    set_or_null(o, "norm_eps", c.norm_eps);
-    set_or_null(o, "tie_word_embeddings", c.tie_word_embeddings);
-    set_or_null(o, "use_sdpa", c.use_sdpa);
-    set_or_null(o, "use_cache", c.use_cache);
-    set_or_null(o, "initializer_range", c.initializer_range);
-    set_or_null(o, "extra_config", c.extra_config);
+    write_keys(o, c, complexity_keys);
     for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
     return o;
 }
@@ -255,66 +235,69 @@ std::string complexity_config_json() {
 /// framework's default, except the dimensions and the MLP kind, which must be given.
 template <ComplexityConfigType C>
 std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
+    using detail::CJ;
     constexpr ComplexityDims d = C::dims;
     std::vector<std::string> out;
+    auto name = [](auto member) { return std::string(key_name(complexity_keys, member)); };
     auto text = [](const auto& v) { return Json(v).dump(); };
-    auto differ = [&](std::string_view key, const auto& found, const auto& compiled, std::string_view note = {}) {
-        out.push_back(std::string(key) + ": checkpoint " + text(found) + std::string(note) + ", compiled " +
-                      text(compiled));
-    };
-    auto required = [&](std::string_view key, const std::optional<std::int64_t>& found, std::int64_t compiled) {
-        if (!found) out.push_back(std::string(key) + ": absent, compiled " + text(compiled));
-        else if (*found != compiled) differ(key, *found, compiled);
-    };
-    auto unsupported = [&](std::string_view key, const Json& found, std::string_view why) {
-        out.push_back(std::string(key) + ": " + found.dump() + " is not supported (" + std::string(why) + ")");
-    };
     const std::string_view defaulted = " (absent: the default)";
+    auto differ = [&](const std::string& key, const auto& found, const auto& compiled, std::string_view note = {}) {
+        out.push_back(key + ": checkpoint " + text(found) + std::string(note) + ", compiled " + text(compiled));
+    };
+    // A key every file must give.
+    auto required = [&](auto member, std::int64_t compiled) {
+        if (!(c.*member)) out.push_back(name(member) + ": absent, compiled " + text(compiled));
+        else if (*(c.*member) != compiled) differ(name(member), *(c.*member), compiled);
+    };
+    // A key that takes the framework's default when absent.
+    auto compare = [&](auto member, const auto& fallback, const auto& compiled) {
+        const auto value = (c.*member).value_or(fallback);
+        if (value != compiled) differ(name(member), value, compiled, (c.*member) ? std::string_view{} : defaulted);
+    };
+    auto unsupported = [&](const std::string& key, const Json& found, std::string_view why) {
+        out.push_back(key + ": " + found.dump() + " is not supported (" + std::string(why) + ")");
+    };
 
-    required("hidden_size", c.hidden_size, C::hidden);
-    required("num_hidden_layers", c.num_hidden_layers, C::layers);
-    required("intermediate_size", c.intermediate_size, d.intermediate_size);
-    required("vocab_size", c.vocab_size, C::vocab);
-    required("num_attention_heads", c.num_attention_heads, C::heads);
-    required("num_key_value_heads", c.num_key_value_heads, C::kv_heads);
+    required(&CJ::hidden_size, C::hidden);
+    required(&CJ::num_hidden_layers, C::layers);
+    required(&CJ::intermediate_size, d.intermediate_size);
+    required(&CJ::vocab_size, C::vocab);
+    required(&CJ::num_attention_heads, C::heads);
+    required(&CJ::num_key_value_heads, C::kv_heads);
 
     const std::string attention = c.attention_type.value_or("gqa");
     const bool prism_compiled = C::attention == AttentionKind::prism;
     const std::string compiled_attention = prism_compiled ? "prism" : "gqa";
     if (attention == "prism") {
-        if (!prism_compiled) differ("attention_type", attention, compiled_attention);
-        else {
-            const std::int64_t ratio = c.prism_expansion_ratio.value_or(2);
-            if (ratio != d.prism_expansion_ratio)
-                differ("prism_expansion_ratio", ratio, d.prism_expansion_ratio,
-                       c.prism_expansion_ratio ? std::string_view{} : defaulted);
-            const double mult = c.prism_freq_multiplier.value_or(3.1415926535);
-            if (mult != d.prism_freq_multiplier)
-                differ("prism_freq_multiplier", mult, d.prism_freq_multiplier,
-                       c.prism_freq_multiplier ? std::string_view{} : defaulted);
+        if (!prism_compiled) {
+            differ(name(&CJ::attention_type), attention, compiled_attention);
+        } else {
+            compare(&CJ::prism_expansion_ratio, std::int64_t{2}, std::int64_t{d.prism_expansion_ratio});
+            compare(&CJ::prism_freq_multiplier, 3.1415926535, d.prism_freq_multiplier);
         }
     } else if (attention == "gqa" || attention == "mha" || attention == "mqa") {
-        if (prism_compiled) differ("attention_type", attention, compiled_attention);
+        if (prism_compiled) differ(name(&CJ::attention_type), attention, compiled_attention);
     } else {
-        unsupported("attention_type", attention, "only gqa, mha, mqa and prism");
+        unsupported(name(&CJ::attention_type), attention, "only gqa, mha, mqa and prism");
     }
     if (!c.use_qk_norm.value_or(true))
-        unsupported("use_qk_norm", false, "the library always applies QK-norm, as the trained models do");
-    if (c.sliding_window) unsupported("sliding_window", *c.sliding_window, "only full causal attention");
-    required("max_position_embeddings", c.max_position_embeddings, C::max_positions);
+        unsupported(name(&CJ::use_qk_norm), false, "the library always applies QK-norm, as the trained models do");
+    if (c.sliding_window) unsupported(name(&CJ::sliding_window), *c.sliding_window, "only full causal attention");
+    required(&CJ::max_position_embeddings, C::max_positions);
 
-    const double theta = c.rope_theta.value_or(10000.0);
-    if (theta != d.rope_theta) differ("rope_theta", theta, d.rope_theta, c.rope_theta ? std::string_view{} : defaulted);
+    compare(&CJ::rope_theta, 10000.0, d.rope_theta);
     const std::string rope_type = c.rope_type.value_or("standard");
+    const std::string factor_key =
+        std::string(rope_scaling_key) + "." + std::string(key_name(detail::rope_scaling_keys, &CJ::rope_scaling_factor));
     if (rope_type != "standard" && rope_type != "linear") {
-        unsupported("rope_type", rope_type, "only standard and linear");
+        unsupported(name(&CJ::rope_type), rope_type, "only standard and linear");
     } else if (c.rope_scaling_type && *c.rope_scaling_type != "linear") {
-        unsupported("rope_scaling", *c.rope_scaling_type, "only linear position interpolation");
+        unsupported(std::string(rope_scaling_key), *c.rope_scaling_type, "only linear position interpolation");
     } else if (rope_type == "linear" && !c.rope_scaling_factor) {
-        out.push_back("rope_type: \"linear\" needs rope_scaling.factor, which is absent");
+        out.push_back(name(&CJ::rope_type) + ": \"linear\" needs " + factor_key + ", which is absent");
     } else {
         const double factor = c.rope_scaling_factor.value_or(1.0);
-        if (factor != d.rope_scaling) differ("rope_scaling.factor", factor, d.rope_scaling);
+        if (factor != d.rope_scaling) differ(factor_key, factor, d.rope_scaling);
     }
 
     // MLP kind: mlp_type, or the inference code's use_token_routed_mlp.
@@ -323,35 +306,33 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
         if (*c.mlp_type == "token_routed") mlp = MlpKind::token_routed;
         else if (*c.mlp_type == "swiglu") mlp = MlpKind::dense_swiglu;
         else if (*c.mlp_type == "mixtral") mlp = MlpKind::learned_router;
-        else unsupported("mlp_type", *c.mlp_type, "only token_routed, swiglu and mixtral");
+        else unsupported(name(&CJ::mlp_type), *c.mlp_type, "only token_routed, swiglu and mixtral");
     }
     if (c.use_token_routed_mlp) {
         const MlpKind alt = *c.use_token_routed_mlp ? MlpKind::token_routed : MlpKind::dense_swiglu;
         if (mlp && *mlp != alt)
-            out.push_back("mlp_type: " + text(*c.mlp_type) + " contradicts use_token_routed_mlp " +
-                          text(*c.use_token_routed_mlp));
+            out.push_back(name(&CJ::mlp_type) + ": " + text(*c.mlp_type) + " contradicts " +
+                          name(&CJ::use_token_routed_mlp) + " " + text(*c.use_token_routed_mlp));
         if (!c.mlp_type) mlp = alt;
     }
     const std::string compiled_mlp(detail::mlp_type_name(C::mlp));
-    if (!c.mlp_type && !c.use_token_routed_mlp) out.push_back("mlp_type: absent, compiled " + text(compiled_mlp));
-    else if (mlp && *mlp != C::mlp) differ("mlp_type", std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
+    if (!c.mlp_type && !c.use_token_routed_mlp) out.push_back(name(&CJ::mlp_type) + ": absent, compiled " + text(compiled_mlp));
+    else if (mlp && *mlp != C::mlp) differ(name(&CJ::mlp_type), std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
 
     if (const std::string act = c.hidden_act.value_or("silu"); act != "silu")
-        unsupported("hidden_act", act, "the SwiGLU experts use silu");
-    const std::int64_t experts = c.num_experts.value_or(1);
-    if (experts != C::experts)
-        differ("num_experts", experts, C::experts, c.num_experts ? std::string_view{} : defaulted);
+        unsupported(name(&CJ::hidden_act), act, "the SwiGLU experts use silu");
+    compare(&CJ::num_experts, std::int64_t{1}, std::int64_t{C::experts});
     if constexpr (C::routed) {
         const bool shared = c.shared_expert.value_or(true);
-        if (shared != C::has_shared_expert)
-            differ("shared_expert", shared, C::has_shared_expert, c.shared_expert ? std::string_view{} : defaulted);
-        else if (shared) {
+        if (shared != C::has_shared_expert) {
+            compare(&CJ::shared_expert, true, C::has_shared_expert);
+        } else if (shared) {
             if (!c.shared_intermediate_size) {
                 if (C::shared_width != C::expert_width)
-                    out.push_back("shared_intermediate_size: checkpoint null (the expert width), compiled " +
+                    out.push_back(name(&CJ::shared_intermediate_size) + ": checkpoint null (the expert width), compiled " +
                                   text(C::shared_width));
             } else if (*c.shared_intermediate_size != C::shared_width) {
-                differ("shared_intermediate_size", *c.shared_intermediate_size, C::shared_width);
+                differ(name(&CJ::shared_intermediate_size), *c.shared_intermediate_size, C::shared_width);
             }
         }
     }
@@ -363,19 +344,18 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     if (mu != C::use_mu) {
         std::string note;
         if (mu_proj || mu_off)
-            note = " (use_mu_guidance " + text(mu_flag) + ", use_mu_projection " + text(mu_proj) +
-                   ", disable_mu_guidance " + text(mu_off) + ")";
+            note = " (" + name(&CJ::use_mu_guidance) + " " + text(mu_flag) + ", " + name(&CJ::use_mu_projection) + " " +
+                   text(mu_proj) + ", " + name(&CJ::disable_mu_guidance) + " " + text(mu_off) + ")";
         else if (!c.use_mu_guidance)
             note = std::string(defaulted);
-        differ("use_mu_guidance", mu, C::use_mu, note);
+        differ(name(&CJ::use_mu_guidance), mu, C::use_mu, note);
     }
 
     if (const std::string norm = c.norm_type.value_or("rmsnorm"); norm != "rmsnorm")
-        unsupported("norm_type", norm, "only rmsnorm");
-    const double eps = c.norm_eps.value_or(1e-6);
-    if (eps != d.norm_eps) differ("norm_eps", eps, d.norm_eps, c.norm_eps ? std::string_view{} : defaulted);
+        unsupported(name(&CJ::norm_type), norm, "only rmsnorm");
+    compare(&CJ::norm_eps, 1e-6, d.norm_eps);
     if (!c.tie_word_embeddings.value_or(true))
-        unsupported("tie_word_embeddings", false, "the output head is the tied embedding");
+        unsupported(name(&CJ::tie_word_embeddings), false, "the output head is the tied embedding");
     return out;
 }
 

@@ -2,13 +2,20 @@
 // Typed access to the members of a JSON object (a config.json), with errors
 // that name the file and the key, and a record of which keys were read so the
 // rest can be kept as "unrecognised". A null value reads as absent.
+//
+// A model family's config keys are one table (a tuple of config_key /
+// custom_key entries, in the order files list them); read_keys, write_keys and
+// key_name walk it, so each key's name is spelled once.
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "cpx/core/error.hpp"
@@ -63,6 +70,17 @@ public:
         return *v;
     }
 
+    /// The value of `key` as T (std::int64_t, double, bool, std::string or a Json object).
+    template <class T>
+    std::optional<T> get(std::string_view key) {
+        if constexpr (std::is_same_v<T, std::int64_t>) return integer(key);
+        else if constexpr (std::is_same_v<T, double>) return number(key);
+        else if constexpr (std::is_same_v<T, bool>) return boolean(key);
+        else if constexpr (std::is_same_v<T, std::string>) return string(key);
+        else if constexpr (std::is_same_v<T, Json>) return object(key);
+        else static_assert(sizeof(T) == 0, "config keys hold int64, double, bool, string or an object");
+    }
+
     /// The members never read, in file order.
     Json unread() const {
         // The source object's keys are unique already: collect, do not re-check each
@@ -90,16 +108,111 @@ private:
     }
 };
 
-/// Sets `key` of object `o` to the value of `v`, or to null when `v` is empty.
-template <class T>
-void set_or_null(Json& o, std::string_view key, const std::optional<T>& v) {
-    o.set(std::string(key), v ? Json(*v) : Json(nullptr));
+/// A config key held by one optional member of the parsed struct `Config`.
+template <class Config, class T>
+struct ConfigKey {
+    std::string_view name;
+    std::optional<T> Config::*member;
+    bool null_when_unset;  ///< written as null when unset (a file's own keys), else left out (extensions)
+};
+
+/// A key of the family's own files: written, as null when unset.
+template <class Config, class T>
+constexpr ConfigKey<Config, T> config_key(std::string_view name, std::optional<T> Config::*member) {
+    return {name, member, true};
 }
 
-/// Sets `key` of object `o` only when `v` holds a value.
-template <class T>
-void set_if(Json& o, std::string_view key, const std::optional<T>& v) {
-    if (v) o.set(std::string(key), Json(*v));
+/// A key written only when set (an extension, or a family whose files leave unset keys out).
+template <class Config, class T>
+constexpr ConfigKey<Config, T> key_when_set(std::string_view name, std::optional<T> Config::*member) {
+    return {name, member, false};
+}
+
+/// Another name for a key (an inference code's spelling): read into the same
+/// member, an error when both names are given with different values, never written.
+template <class Config, class T>
+struct AliasKey {
+    std::string_view name;
+    std::optional<T> Config::*member;
+};
+
+template <class Config, class T>
+constexpr AliasKey<Config, T> alias_key(std::string_view name, std::optional<T> Config::*member) {
+    return {name, member};
+}
+
+/// A key read and written by its own functions (e.g. a nested object), which get its name.
+template <class Config>
+struct CustomKey {
+    std::string_view name;
+    void (*read)(JsonFields&, Config&, std::string_view name);
+    void (*write)(Json&, const Config&, std::string_view name);
+};
+
+template <class Config>
+constexpr CustomKey<Config> custom_key(std::string_view name, void (*read)(JsonFields&, Config&, std::string_view),
+                                       void (*write)(Json&, const Config&, std::string_view)) {
+    return {name, read, write};
+}
+
+/// The name of the key the table `keys` stores in `member`.
+template <class Keys, class Config, class T>
+constexpr std::string_view key_name(const Keys& keys, std::optional<T> Config::*member) {
+    std::string_view found;
+    std::apply(
+        [&](const auto&... k) {
+            auto match = [&](const auto& key) {
+                if constexpr (std::is_same_v<std::remove_cvref_t<decltype(key)>, ConfigKey<Config, T>>)
+                    if (key.member == member) found = key.name;
+            };
+            (match(k), ...);
+        },
+        keys);
+    if (found.empty()) throw std::logic_error("a config member without a key in its table");
+    return found;
+}
+
+template <class Config, class T, class Keys>
+void read_key(JsonFields& f, Config& c, const ConfigKey<Config, T>& k, const Keys&) {
+    c.*k.member = f.get<T>(k.name);
+}
+template <class Config, class T, class Keys>
+void read_key(JsonFields& f, Config& c, const AliasKey<Config, T>& k, const Keys& keys) {
+    const std::optional<T> v = f.get<T>(k.name);
+    if (!v) return;
+    std::optional<T>& primary = c.*k.member;
+    if (primary && *primary != *v)
+        raise<FormatError>(f.source(), ": ", key_name(keys, k.member), " ", Json(*primary).dump(), " and ", k.name,
+                           " ", Json(*v).dump(), " disagree");
+    primary = v;
+}
+template <class Config, class Keys>
+void read_key(JsonFields& f, Config& c, const CustomKey<Config>& k, const Keys&) {
+    k.read(f, c, k.name);
+}
+template <class Config, class T>
+void write_key(Json& o, const Config& c, const ConfigKey<Config, T>& k) {
+    const std::optional<T>& v = c.*k.member;
+    if (v) o.set(std::string(k.name), Json(*v));
+    else if (k.null_when_unset) o.set(std::string(k.name), Json(nullptr));
+}
+template <class Config, class T>
+void write_key(Json&, const Config&, const AliasKey<Config, T>&) {}
+template <class Config>
+void write_key(Json& o, const Config& c, const CustomKey<Config>& k) {
+    k.write(o, c, k.name);
+}
+
+/// Reads every key of the table `keys` from `f` into `c`, in table order.
+template <class Config, class Keys>
+void read_keys(JsonFields& f, Config& c, const Keys& keys) {
+    std::apply([&](const auto&... k) { (read_key(f, c, k, keys), ...); }, keys);
+}
+
+/// Writes every key of the table `keys` from `c` into the object `o`, in table order.
+template <class Config, class Keys>
+void write_keys(Json& o, const Config& c, const Keys& keys) {
+    std::apply([&](const auto&... k) { (write_key(o, c, k), ...); }, keys);
 }
 
 /// Throws ShapeError "<source> does not match the compiled configuration (N problems):" with one line each.

@@ -1,8 +1,7 @@
 #pragma once
 // PRISM's model configuration as JSON: the reference code's GPTConfig keys
-// (nanoGPT's block_size, vocab_size, n_layer, n_head, n_embd, dropout, bias,
-// plus prism_expansion_ratio, prism_freq_multiplier, prism_lambda_start,
-// prism_lambda_end), as a checkpoint export writes them. The reference fixes
+// (nanoGPT's plus PRISM's own; prism_keys below), as a checkpoint export
+// writes them. The reference fixes
 // the RoPE base at 10000, LayerNorm eps at 1e-5 and interleaved RoPE pairs; a
 // compiled configuration that differs is written with the extension keys
 // rope_theta / layer_norm_eps and reported as a mismatch against files
@@ -15,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "cpx/config/prism_config.hpp"
@@ -53,23 +53,32 @@ struct PrismReference {
     static constexpr double prism_freq_multiplier = 3.1415926535;
 };
 
+namespace detail {
+using PJ = PrismJsonConfig;
+}
+
+/// Every key, in GPTConfig's order; the writer leaves unset keys out.
+inline constexpr auto prism_keys = std::tuple{
+    key_when_set("block_size", &detail::PJ::block_size),
+    key_when_set("vocab_size", &detail::PJ::vocab_size),
+    key_when_set("n_layer", &detail::PJ::n_layer),
+    key_when_set("n_head", &detail::PJ::n_head),
+    key_when_set("n_embd", &detail::PJ::n_embd),
+    key_when_set("dropout", &detail::PJ::dropout),
+    key_when_set("bias", &detail::PJ::bias),
+    key_when_set("prism_expansion_ratio", &detail::PJ::prism_expansion_ratio),
+    key_when_set("prism_freq_multiplier", &detail::PJ::prism_freq_multiplier),
+    key_when_set("prism_lambda_start", &detail::PJ::prism_lambda_start),
+    key_when_set("prism_lambda_end", &detail::PJ::prism_lambda_end),
+    key_when_set("rope_theta", &detail::PJ::rope_theta),
+    key_when_set("layer_norm_eps", &detail::PJ::layer_norm_eps),
+};
+
 inline PrismJsonConfig parse_prism_config(std::string_view text, std::string_view source = "config.json") {
     const Json doc = parse_json(text, source);
     JsonFields f(doc, std::string(source));
     PrismJsonConfig c;
-    c.block_size = f.integer("block_size");
-    c.vocab_size = f.integer("vocab_size");
-    c.n_layer = f.integer("n_layer");
-    c.n_head = f.integer("n_head");
-    c.n_embd = f.integer("n_embd");
-    c.dropout = f.number("dropout");
-    c.bias = f.boolean("bias");
-    c.prism_expansion_ratio = f.integer("prism_expansion_ratio");
-    c.prism_freq_multiplier = f.number("prism_freq_multiplier");
-    c.prism_lambda_start = f.number("prism_lambda_start");
-    c.prism_lambda_end = f.number("prism_lambda_end");
-    c.rope_theta = f.number("rope_theta");
-    c.layer_norm_eps = f.number("layer_norm_eps");
+    read_keys(f, c, prism_keys);
     c.unrecognized = f.unread();
     return c;
 }
@@ -78,22 +87,10 @@ inline PrismJsonConfig read_prism_config(const std::filesystem::path& path) {
     return parse_prism_config(read_text_file(path), path.string());
 }
 
-/// The JSON object of `c` in GPTConfig's key order; keys that are unset are left out.
+/// The JSON object of `c`: prism_keys that are set, in order, then `unrecognized`.
 inline Json to_json(const PrismJsonConfig& c) {
     Json o = Json::object();
-    set_if(o, "block_size", c.block_size);
-    set_if(o, "vocab_size", c.vocab_size);
-    set_if(o, "n_layer", c.n_layer);
-    set_if(o, "n_head", c.n_head);
-    set_if(o, "n_embd", c.n_embd);
-    set_if(o, "dropout", c.dropout);
-    set_if(o, "bias", c.bias);
-    set_if(o, "prism_expansion_ratio", c.prism_expansion_ratio);
-    set_if(o, "prism_freq_multiplier", c.prism_freq_multiplier);
-    set_if(o, "prism_lambda_start", c.prism_lambda_start);
-    set_if(o, "prism_lambda_end", c.prism_lambda_end);
-    set_if(o, "rope_theta", c.rope_theta);
-    set_if(o, "layer_norm_eps", c.layer_norm_eps);
+    write_keys(o, c, prism_keys);
     for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
     return o;
 }
@@ -127,34 +124,33 @@ std::string prism_config_json() {
 /// other keys take the reference's defaults when absent.
 template <PrismConfigType P>
 std::vector<std::string> config_mismatches(const PrismJsonConfig& c) {
+    using detail::PJ;
     constexpr PrismDims d = P::dims;
     std::vector<std::string> out;
+    auto name = [](auto member) { return std::string(key_name(prism_keys, member)); };
     auto text = [](const auto& v) { return Json(v).dump(); };
-    const std::string_view defaulted = " (absent: the reference's value)";
-    auto differ = [&](std::string_view key, const auto& found, const auto& compiled, bool given) {
-        out.push_back(std::string(key) + ": checkpoint " + text(found) + std::string(given ? "" : defaulted) +
+    auto differ = [&](auto member, const auto& found, const auto& compiled, bool given) {
+        out.push_back(name(member) + ": checkpoint " + text(found) + (given ? "" : " (absent: the reference's value)") +
                       ", compiled " + text(compiled));
     };
-    auto required = [&](std::string_view key, const std::optional<std::int64_t>& found, std::int64_t compiled) {
-        if (!found) out.push_back(std::string(key) + ": absent, compiled " + text(compiled));
-        else if (*found != compiled) differ(key, *found, compiled, true);
+    auto required = [&](auto member, std::int64_t compiled) {
+        if (!(c.*member)) out.push_back(name(member) + ": absent, compiled " + text(compiled));
+        else if (*(c.*member) != compiled) differ(member, *(c.*member), compiled, true);
     };
-    auto optional_value = [&](std::string_view key, const auto& found, const auto& fallback, const auto& compiled) {
-        const auto value = found.value_or(fallback);
-        if (value != compiled) differ(key, value, compiled, found.has_value());
+    auto compare = [&](auto member, const auto& fallback, const auto& compiled) {
+        const auto value = (c.*member).value_or(fallback);
+        if (value != compiled) differ(member, value, compiled, (c.*member).has_value());
     };
-    required("block_size", c.block_size, P::max_positions);
-    required("vocab_size", c.vocab_size, P::vocab);
-    required("n_layer", c.n_layer, P::layers);
-    required("n_head", c.n_head, P::heads);
-    required("n_embd", c.n_embd, P::hidden);
-    optional_value("bias", c.bias, PrismReference::bias, P::bias);
-    optional_value("prism_expansion_ratio", c.prism_expansion_ratio, PrismReference::prism_expansion_ratio,
-                   std::int64_t{P::expansion});
-    optional_value("prism_freq_multiplier", c.prism_freq_multiplier, PrismReference::prism_freq_multiplier,
-                   d.prism_freq_multiplier);
-    optional_value("rope_theta", c.rope_theta, PrismReference::rope_theta, d.rope_theta);
-    optional_value("layer_norm_eps", c.layer_norm_eps, PrismReference::layer_norm_eps, d.layer_norm_eps);
+    required(&PJ::block_size, P::max_positions);
+    required(&PJ::vocab_size, P::vocab);
+    required(&PJ::n_layer, P::layers);
+    required(&PJ::n_head, P::heads);
+    required(&PJ::n_embd, P::hidden);
+    compare(&PJ::bias, PrismReference::bias, P::bias);
+    compare(&PJ::prism_expansion_ratio, PrismReference::prism_expansion_ratio, std::int64_t{P::expansion});
+    compare(&PJ::prism_freq_multiplier, PrismReference::prism_freq_multiplier, d.prism_freq_multiplier);
+    compare(&PJ::rope_theta, PrismReference::rope_theta, d.rope_theta);
+    compare(&PJ::layer_norm_eps, PrismReference::layer_norm_eps, d.layer_norm_eps);
     if (d.rope_convention != RopeConvention::interleaved_pairs)
         out.push_back("rope convention: checkpoint interleaved pairs (fixed by the reference code), compiled rotate_half");
     return out;
