@@ -33,7 +33,6 @@ static_assert(cpx::PrismConfigType<Config>, "prism_run needs a PRISM preset");
 namespace {
 
 using cpx_example::Options;
-using cpx_example::UsageError;
 
 template <class W>
 cpx::PrismWeights<Config, W> make_weights(const Options& o) {
@@ -64,31 +63,12 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::string usage_text = cpx_example::usage("prism_run_" CPX_STR(CPX_PRESET));
-    Options o;
-    try {
-        o = cpx_example::parse(argc, argv, usage_text);
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "prism_run: %s\n%s", e.what(), usage_text.c_str());
-        return 2;
-    }
-    if (o.print_config) {
-        std::fputs(cpx::io::prism_config_json<Config>().c_str(), stdout);
-        return 0;
-    }
-    try {
-        std::printf("preset %s: %lld parameters, %s weights, RoPE bases %.2f (signal) / %.2f (noise)\n",
-                    CPX_STR(CPX_PRESET), static_cast<long long>(cpx::parameter_count<Config>()),
-                    o.bf16 ? "bf16" : "fp32", Config::signal_rope.theta, Config::noise_rope.theta);
-        return o.bf16 ? run<cpx::bf16>(o) : run<float>(o);
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "prism_run: %s\n", e.what());
-        return 2;
-    } catch (const cpx::Error& e) {
-        std::fprintf(stderr, "prism_run: %s\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "prism_run: unexpected error: %s\n", e.what());
-        return 1;
-    }
+    return cpx_example::main_of(
+        "prism_run_" CPX_STR(CPX_PRESET), argc, argv, [] { return cpx::io::prism_config_json<Config>(); },
+        [](const Options& o) {
+            std::printf("preset %s: %lld parameters, %s weights, RoPE bases %.2f (signal) / %.2f (noise)\n",
+                        CPX_STR(CPX_PRESET), static_cast<long long>(cpx::parameter_count<Config>()),
+                        o.bf16 ? "bf16" : "fp32", Config::signal_rope.theta, Config::noise_rope.theta);
+            return o.bf16 ? run<cpx::bf16>(o) : run<float>(o);
+        });
 }

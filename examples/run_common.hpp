@@ -9,12 +9,13 @@
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,7 +34,7 @@ struct UsageError : std::runtime_error {
 struct Options {
     std::string checkpoint;
     std::uint64_t seed = 0;
-    std::vector<std::int64_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::vector<std::int64_t> tokens;
     int generate = 16;
     cpx::SamplingParams sampling;
     bool bf16 = false;
@@ -53,97 +54,100 @@ inline void warn_config_keys_not_interpreted(const std::vector<std::string>& key
                  list.c_str());
 }
 
-inline std::string usage(std::string_view program) {
-    return "usage: " + std::string(program) +
-           " [options]\n"
-           "  --checkpoint DIR     load DIR/model.safetensors (or its shard index) and DIR/config.json\n"
-           "                       (default: random weights, the papers' initialisation, docs/MODELS.md)\n"
-           "  --seed S             seed of the random initialisation and of sampling (default 0)\n"
-           "  --tokens 1,2,3       prompt token ids (default 1,2,3,4,5,6,7,8)\n"
-           "  --generate N         tokens to generate (default 16; 0 runs the prompt only)\n"
-           "  --temperature T      sampling temperature (default 0: greedy)\n"
-           "  --top-k K            sample among the K most likely tokens (default 0: all)\n"
-           "  --top-p P            sample from the smallest set reaching probability P (default 1)\n"
-           "  --dtype f32|bf16     storage of the weight matrices (default f32; arithmetic is fp32)\n"
-           "  --threads N          OpenMP threads (default: OpenMP's default)\n"
-           "  --dump-logits FILE   write the prompt's logits, float32 [T, vocab], as .npy\n"
-           "  --save-checkpoint DIR  write the weights in use (model.safetensors + config.json) to DIR\n"
-           "  --attention-distance print each layer's mean attention distance of the signal and noise\n"
-           "                       heads over the prompt (models with PRISM attention)\n"
-           "  --print-config       print the compiled configuration as config.json and exit\n";
-}
-
-template <class T>
-T parse_number(std::string_view flag, std::string_view text) {
-    T value{};
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (ec != std::errc() || ptr != end || text.empty())
-        throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not a valid number");
-    return value;
-}
-
+/// "1,2,3" as token ids; every item must be a whole integer (CLI11 would skip empty ones).
 inline std::vector<std::int64_t> parse_tokens(std::string_view text) {
     std::vector<std::int64_t> out;
     while (true) {
-        const auto comma = text.find(',');
-        out.push_back(parse_number<std::int64_t>("--tokens", text.substr(0, comma)));
-        if (comma == std::string_view::npos) break;
-        text.remove_prefix(comma + 1);
+        const std::string_view item = text.substr(0, text.find(','));
+        std::int64_t id = 0;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+        if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+            throw UsageError("--tokens: '" + std::string(item) + "' is not a token id");
+        out.push_back(id);
+        if (item.size() == text.size()) return out;
+        text.remove_prefix(item.size() + 1);
     }
-    return out;
 }
 
-/// Parses the command line; --help prints `usage_text` and exits.
-inline Options parse(int argc, char** argv, const std::string& usage_text) {
+/// Parses the command line with CLI11. --help prints the options and exits 0;
+/// a malformed command line throws UsageError.
+inline Options parse(int argc, char** argv, const std::string& program) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view flag = argv[i];
-        if (flag == "--help" || flag == "-h") {
-            std::fputs(usage_text.c_str(), stdout);
-            std::exit(0);
-        }
-        if (flag == "--print-config") {
-            o.print_config = true;
-            continue;
-        }
-        if (flag == "--attention-distance") {
-            o.attention_distance = true;
-            continue;
-        }
-        static constexpr std::string_view with_value[] = {"--checkpoint", "--seed",  "--tokens",  "--generate",
-                                                          "--temperature", "--top-k", "--top-p",   "--threads",
-                                                          "--dump-logits", "--dtype", "--save-checkpoint"};
-        if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
-            throw UsageError("unknown option '" + std::string(flag) + "'");
-        if (i + 1 >= argc) throw UsageError(std::string(flag) + " needs a value");
-        const std::string_view value = argv[++i];
-        if (value.empty() && (flag == "--checkpoint" || flag == "--save-checkpoint" || flag == "--dump-logits"))
-            throw UsageError(std::string(flag) + " needs a path, got an empty one");
-        if (flag == "--checkpoint") o.checkpoint = value;
-        else if (flag == "--seed") o.seed = parse_number<std::uint64_t>(flag, value);
-        else if (flag == "--tokens") o.tokens = parse_tokens(value);
-        else if (flag == "--generate") o.generate = parse_number<int>(flag, value);
-        else if (flag == "--temperature") o.sampling.temperature = parse_number<float>(flag, value);
-        else if (flag == "--top-k") o.sampling.top_k = parse_number<int>(flag, value);
-        else if (flag == "--top-p") o.sampling.top_p = parse_number<float>(flag, value);
-        else if (flag == "--threads") o.threads = parse_number<int>(flag, value);
-        else if (flag == "--dump-logits") o.dump_logits = value;
-        else if (flag == "--save-checkpoint") o.save_checkpoint = value;
-        else if (flag == "--dtype") {
-            if (value != "f32" && value != "bf16")
-                throw UsageError("--dtype must be f32 or bf16, got '" + std::string(value) + "'");
-            o.bf16 = value == "bf16";
-        }
+    CLI::App app("Runs the compiled preset: the prompt in one pass, then generation through the KV cache.",
+                 program);
+    app.get_formatter()->column_width(30);
+    const CLI::Validator path([](std::string& v) { return v.empty() ? "needs a path, got an empty one" : std::string(); },
+                              "");
+    // CLI11's NonNegativeNumber would print its range up to DBL_MAX.
+    const CLI::Validator non_negative(
+        [](std::string& v) { return v.starts_with('-') ? "must be >= 0, got " + v : std::string(); }, ">=0");
+    std::string dtype = "f32";
+    app.add_option("--checkpoint", o.checkpoint,
+                   "load DIR/model.safetensors (or its shard index) and DIR/config.json (default: random weights, "
+                   "the papers' initialisation, docs/MODELS.md)")
+        ->type_name("DIR")->check(path);
+    app.add_option("--seed", o.seed, "seed of the random initialisation and of sampling")
+        ->check(non_negative)->capture_default_str();
+    std::string tokens = "1,2,3,4,5,6,7,8";
+    app.add_option("--tokens", tokens, "prompt token ids, comma-separated")->type_name("IDS")->capture_default_str();
+    app.add_option("--generate", o.generate, "tokens to generate (0 runs the prompt only)")
+        ->check(non_negative)->capture_default_str();
+    app.add_option("--temperature", o.sampling.temperature, "sampling temperature (0: greedy)")
+        ->check(non_negative)->capture_default_str();
+    app.add_option("--top-k", o.sampling.top_k, "sample among the K most likely tokens (0: all)")
+        ->check(non_negative)->capture_default_str();
+    app.add_option("--top-p", o.sampling.top_p, "sample from the smallest set reaching probability P")
+        ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+    app.add_option("--dtype", dtype, "storage of the weight matrices (arithmetic is fp32)")
+        ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+    app.add_option("--threads", o.threads, "OpenMP threads (0: OpenMP's default)")
+        ->check(non_negative)->capture_default_str();
+    app.add_option("--dump-logits", o.dump_logits, "write the prompt's logits, float32 [T, vocab], as .npy")
+        ->type_name("FILE")->check(path);
+    app.add_option("--save-checkpoint", o.save_checkpoint,
+                   "write the weights in use (model.safetensors + config.json) to DIR")
+        ->type_name("DIR")->check(path);
+    app.add_flag("--attention-distance", o.attention_distance,
+                 "print each layer's mean attention distance of the signal and noise heads over the prompt "
+                 "(models with PRISM attention)");
+    app.add_flag("--print-config", o.print_config, "print the compiled configuration as config.json and exit");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        std::exit(app.exit(e));
+    } catch (const CLI::ParseError& e) {
+        throw UsageError(e.what());
     }
-    if (o.generate < 0) throw UsageError("--generate must be >= 0");
-    if (o.threads < 0) throw UsageError("--threads must be >= 0");
-    if (o.tokens.empty()) throw UsageError("--tokens: no token ids");
+    o.tokens = parse_tokens(tokens);
+    o.bf16 = dtype == "bf16";
     o.sampling.seed = o.seed;
 #ifdef _OPENMP
     if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
     return o;
+}
+
+/// A program's main: the command line, --print-config, then `run(options)`.
+/// Exit status 0 on success, 1 for an error of the library, 2 for a usage error.
+template <class PrintConfig, class Run>
+int main_of(const std::string& program, int argc, char** argv, PrintConfig print_config, Run run) {
+    try {
+        const Options o = parse(argc, argv, program);
+        if (o.print_config) {
+            std::fputs(print_config().c_str(), stdout);
+            return 0;
+        }
+        return run(o);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: %s\nRun with --help for the options.\n", program.c_str(), e.what());
+        return 2;
+    } catch (const cpx::Error& e) {
+        std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: unexpected error: %s\n", program.c_str(), e.what());
+        return 1;
+    }
 }
 
 /// Each layer's mean attention distance over the prompt, signal heads

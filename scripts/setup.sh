@@ -6,7 +6,7 @@ set -euo pipefail
 
 # python3-torch and python3-numpy: the independent PyTorch reference of the test suite.
 # clang and libomp-dev: the test suite also builds a consumer project with clang++.
-packages=(cmake make g++ clang libomp-dev libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
+packages=(cmake make g++ clang libomp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
 for arg in "$@"; do
     case "$arg" in
         --bench) packages+=(python3-matplotlib) ;;
