@@ -142,12 +142,7 @@ inline constexpr auto complexity_keys = std::tuple{
 /// Parses config.json text; `source` names it in errors. A key of the wrong
 /// type is a FormatError naming the key.
 inline ComplexityJsonConfig parse_complexity_config(std::string_view text, std::string_view source = "config.json") {
-    const Json doc = parse_json(text, source);
-    JsonFields f(doc, std::string(source));
-    ComplexityJsonConfig c;
-    read_keys(f, c, complexity_keys);
-    c.unrecognized = f.unread();
-    return c;
+    return parse_config<ComplexityJsonConfig>(text, source, complexity_keys);
 }
 
 /// Reads and parses a config.json file; errors name the path.
@@ -168,10 +163,7 @@ constexpr std::string_view mlp_type_name(MlpKind k) {
 
 /// The config.json object of `c`: complexity_keys in order, then `unrecognized`.
 inline Json to_json(const ComplexityJsonConfig& c) {
-    Json o = Json::object();
-    write_keys(o, c, complexity_keys);
-    for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
-    return o;
+    return config_to_json(c, complexity_keys);
 }
 
 /// The compiled configuration C as the authors' config.json would describe it.

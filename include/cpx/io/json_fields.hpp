@@ -215,6 +215,27 @@ void write_keys(Json& o, const Config& c, const Keys& keys) {
     std::apply([&](const auto&... k) { (write_key(o, c, k), ...); }, keys);
 }
 
+/// Parses config.json text into `Config` through its key table; keys the table
+/// does not know go to `Config::unrecognized`, in file order.
+template <class Config, class Keys>
+Config parse_config(std::string_view text, std::string_view source, const Keys& keys) {
+    const Json doc = parse_json(text, source);
+    JsonFields f(doc, std::string(source));
+    Config c;
+    read_keys(f, c, keys);
+    c.unrecognized = f.unread();
+    return c;
+}
+
+/// The JSON object of `c`: the table's keys in order, then `c.unrecognized`.
+template <class Config, class Keys>
+Json config_to_json(const Config& c, const Keys& keys) {
+    Json o = Json::object();
+    write_keys(o, c, keys);
+    for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
+    return o;
+}
+
 /// Throws ShapeError "<source> does not match the compiled configuration (N problems):" with one line each.
 inline void throw_config_problems(std::string_view source, const std::vector<std::string>& problems) {
     if (problems.empty()) return;

@@ -75,12 +75,7 @@ inline constexpr auto prism_keys = std::tuple{
 };
 
 inline PrismJsonConfig parse_prism_config(std::string_view text, std::string_view source = "config.json") {
-    const Json doc = parse_json(text, source);
-    JsonFields f(doc, std::string(source));
-    PrismJsonConfig c;
-    read_keys(f, c, prism_keys);
-    c.unrecognized = f.unread();
-    return c;
+    return parse_config<PrismJsonConfig>(text, source, prism_keys);
 }
 
 inline PrismJsonConfig read_prism_config(const std::filesystem::path& path) {
@@ -89,10 +84,7 @@ inline PrismJsonConfig read_prism_config(const std::filesystem::path& path) {
 
 /// The JSON object of `c`: prism_keys that are set, in order, then `unrecognized`.
 inline Json to_json(const PrismJsonConfig& c) {
-    Json o = Json::object();
-    write_keys(o, c, prism_keys);
-    for (const auto& [k, v] : c.unrecognized.as_object()) o.set(k, v);
-    return o;
+    return config_to_json(c, prism_keys);
 }
 
 /// The compiled configuration P as a PRISM config (dropout 0: inference).
