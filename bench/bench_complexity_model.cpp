@@ -102,12 +102,14 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
     });
 }
 
-/// Bytes one decode step reads (model_counts.hpp), with the distinct experts of the batch's tokens.
+/// Bytes one decode step reads (model_counts.hpp), with the distinct experts of the batch's tokens'
+/// routes (layer 0's table).
 template <ComplexityConfigType C, class W>
 double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int64_t> next, index_t context) {
     std::set<int> experts;
     if constexpr (C::mlp == MlpKind::token_routed)
-        for (std::int64_t t : next) experts.insert(m.weights().token_to_expert[static_cast<std::size_t>(t)]);
+        for (std::int64_t t : next)
+            for (int r = 0; r < C::top_k; ++r) experts.insert(m.weights().routing(0).expert_of(t, r));
     return decode_step_bytes<C>(static_cast<int>(experts.size()), static_cast<count_t>(next.size()), context,
                                 static_cast<int>(sizeof(W)));
 }

@@ -35,6 +35,11 @@
 #define CPX_STR(x) CPX_STR2(x)
 
 using Config = cpx::presets::CPX_PRESET;
+#ifdef CPX_BUILD_ROUTING_HEADER
+static_assert(CPX_BUILD_ROUTING::vocab == Config::vocab && CPX_BUILD_ROUTING::experts == Config::experts &&
+                  CPX_BUILD_ROUTING::top_k == Config::top_k,
+              "the build-time routing table must match the preset's vocabulary, experts and top_k");
+#endif
 
 namespace {
 
@@ -52,9 +57,11 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
     if (!o.checkpoint.empty()) {
         cpx::CheckpointReport report;
         auto w = cpx::load_complexity_checkpoint<Config, W>(o.checkpoint, &report, routing);
-        std::printf("checkpoint %s: %s routing%s\n", o.checkpoint.c_str(),
+        std::printf("checkpoint %s: %s routing%s%s\n", o.checkpoint.c_str(),
                     report.routing_from_checkpoint ? "the checkpoint's" : "the build-time",
+                    report.routing_per_layer ? " (a table per layer)" : "",
                     report.prefix.empty() ? "" : ", keys prefixed 'model.'");
+        for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
         cpx_example::warn_config_keys_not_interpreted(report.config_keys_not_interpreted);
         return w;
     }
@@ -64,9 +71,10 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
                 static_cast<unsigned long long>(o.seed));
     if constexpr (Config::mlp == cpx::MlpKind::token_routed) {
         if (!routing.empty()) {
-            w.token_to_expert.assign(routing.begin(), routing.end());
-            std::printf("routing: token id -> expert by the table computed at build time (%s)\n",
-                        routing_source.c_str());
+            w.set_routing(routing);
+            std::printf("routing: token id -> expert by the table computed at build time (%s)%s\n",
+                        routing_source.c_str(),
+                        Config::top_k > 1 ? ", routes 1.. by the cyclic rule (primary + r) mod E" : "");
         } else {
             std::printf("routing: token id t -> expert t mod %d\n", Config::experts);
         }

@@ -19,7 +19,10 @@ ComplexityCase case_of(const ComplexityWeights<C, W>& w) {
         s.extract(v);
         out.tensors.emplace(s.name, std::move(v));
     }
-    out.table.assign(w.token_to_expert.begin(), w.token_to_expert.end());
+    if constexpr (C::mlp == MlpKind::token_routed) {  // the paper's models: one table for every layer
+        require<InputError>(w.routes_shared_by_layers(), "the GPU model takes one routing table for every layer");
+        out.table.assign(w.primary_routes(0).begin(), w.primary_routes(0).end());
+    }
     return out;
 }
 

@@ -17,9 +17,13 @@
 
 namespace cpx::testing {
 
-/// Named tensors (checkpoint names, row-major checkpoint layout) and the routing table.
+/// Named tensors (checkpoint names, row-major checkpoint layout) and the routing tables.
 struct ReferenceWeights {
     std::map<std::string, std::vector<double>> tensors;
+    /// Integer tables by checkpoint name: layers.{i}.mlp.topk_token_to_expert [top_k, V]
+    /// and/or layers.{i}.mlp.token_to_expert [V].
+    std::map<std::string, std::vector<int>> tables;
+    /// The primary table of every layer without one in `tables` (the paper's shared table).
     std::vector<int> token_to_expert;
     const std::vector<double>& operator[](const std::string& name) const { return tensors.at(name); }
 };
@@ -84,36 +88,63 @@ std::vector<double> reference_mlp(const ReferenceWeights& w, const std::string& 
                    swiglu(linear(w[p + "mlp.gate_proj.weight"], x, I), linear(w[p + "mlp.up_proj.weight"], x, I)), d);
     } else {
         const std::size_t I = C::expert_width;
-        int e = 0;
-        double gate = 1.0;
+        const auto expert = [&](int e) {
+            std::vector<double> g, u;
+            if (w.tensors.count(p + "mlp.gate_proj_w")) {
+                g = expert_matmul(w[p + "mlp.gate_proj_w"], e, x, I);
+                u = expert_matmul(w[p + "mlp.up_proj_w"], e, x, I);
+                return expert_matmul(w[p + "mlp.down_proj_w"], e, swiglu(g, u), d);
+            }
+            const auto gu = expert_matmul(w[p + "mlp.gate_up_proj"], e, x, 2 * I);
+            g.assign(gu.begin(), gu.begin() + I);
+            u.assign(gu.begin() + I, gu.end());
+            return expert_matmul(w[p + "mlp.down_proj"], e, swiglu(g, u), d);
+        };
         if constexpr (C::mlp == MlpKind::token_routed) {
-            e = w.token_to_expert.at(static_cast<std::size_t>(token));
+            // The later models' MLP (docs/MODELS.md §8.5), which with top_k = 1 and
+            // unit scales is the paper's Expert_{e(t)}(x) + Shared(x).
+            const int k = C::dims.top_k, E = C::experts;
+            const auto V = static_cast<std::size_t>(C::vocab), t = static_cast<std::size_t>(token);
+            std::vector<int> routes(static_cast<std::size_t>(k));
+            if (w.tables.count(p + "mlp.topk_token_to_expert")) {
+                for (int r = 0; r < k; ++r) routes[r] = w.tables.at(p + "mlp.topk_token_to_expert").at(r * V + t);
+            } else {
+                const int primary = w.tables.count(p + "mlp.token_to_expert")
+                                        ? w.tables.at(p + "mlp.token_to_expert").at(t)
+                                        : w.token_to_expert.at(t);
+                for (int r = 0; r < k; ++r) routes[r] = (primary + r) % E;
+            }
+            const double given = C::dims.top_k_primary_weight;
+            const double pw = k == 1 ? 1.0 : std::clamp(given < 0 ? 0.95 : given, 0.0, 1.0);
+            std::vector<double> routed(d, 0.0);
+            for (int r = 0; r < k; ++r) add(routed, expert(routes[r]), r == 0 ? pw : (1.0 - pw) / (k - 1));
+            std::vector<double> shared(d, 0.0);
+            if constexpr (C::has_shared_expert) {
+                const std::size_t S = C::shared_width;
+                shared = linear(w[p + "mlp.shared_down.weight"],
+                                swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
+                                       linear(w[p + "mlp.shared_up.weight"], x, S)),
+                                d);
+            }
+            const bool gates = C::dims.use_shared_routed_gates;
+            const double gs = gates ? w[p + "mlp.shared_output_gate"][0] : C::dims.shared_output_scale;
+            const double gr = gates ? w[p + "mlp.routed_output_gate"][0] : C::dims.routed_output_scale;
+            add(y, routed, gr);
+            add(y, shared, gs);
         } else {
             const auto z = linear(w[p + "mlp.router.weight"], x, C::experts);
             const double mx = *std::max_element(z.begin(), z.end());
             double sum = 0;
             for (double v : z) sum += std::exp(v - mx);
-            e = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
-            gate = std::exp(z[e] - mx) / sum;
-        }
-        std::vector<double> g, u;
-        if (w.tensors.count(p + "mlp.gate_proj_w")) {
-            g = expert_matmul(w[p + "mlp.gate_proj_w"], e, x, I);
-            u = expert_matmul(w[p + "mlp.up_proj_w"], e, x, I);
-            y = expert_matmul(w[p + "mlp.down_proj_w"], e, swiglu(g, u), d);
-        } else {
-            const auto gu = expert_matmul(w[p + "mlp.gate_up_proj"], e, x, 2 * I);
-            g.assign(gu.begin(), gu.begin() + I);
-            u.assign(gu.begin() + I, gu.end());
-            y = expert_matmul(w[p + "mlp.down_proj"], e, swiglu(g, u), d);
-        }
-        for (double& v : y) v *= gate;
-        if constexpr (C::has_shared_expert) {
-            const std::size_t S = C::shared_width;
-            add(y, linear(w[p + "mlp.shared_down.weight"],
-                          swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
-                                 linear(w[p + "mlp.shared_up.weight"], x, S)),
-                          d));
+            const int e = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+            add(y, expert(e), std::exp(z[e] - mx) / sum);
+            if constexpr (C::has_shared_expert) {
+                const std::size_t S = C::shared_width;
+                add(y, linear(w[p + "mlp.shared_down.weight"],
+                              swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
+                                     linear(w[p + "mlp.shared_up.weight"], x, S)),
+                              d));
+            }
         }
     }
     return y;

@@ -32,6 +32,8 @@ ComplexityWeights<C, W> test_weights(std::uint64_t seed) {
             v = random_normal(n, ++stream, 1.0f, 1.0f);  // some below 0, some above 2
         } else if (name == "mu_init") {
             v = random_normal(n, ++stream, 1.5f);  // unclamped: some beyond +-2
+        } else if (ends_with("_output_gate")) {
+            v = {ends_with("shared_output_gate") ? 0.6f : 1.3f};  // learned gates away from 1 and from each other
         } else if (ends_with("self_attn.lambda_q")) {
             v = {0.25f + 0.5f * static_cast<float>(++stream % 3)};  // PRISM's noise weight, well away from 0
         } else if (name == "embed_tokens.weight") {
@@ -47,8 +49,16 @@ ComplexityWeights<C, W> test_weights(std::uint64_t seed) {
         s.assign(v);
     }
     if constexpr (C::mlp == MlpKind::token_routed) {
-        const auto table = random_ints(C::vocab, 0, C::experts - 1, seed + 7);
-        for (int t = 0; t < C::vocab; ++t) w.token_to_expert[t] = table[t];
+        if constexpr (C::top_k == 1) {  // the paper: one random table shared by every layer
+            const auto table = random_ints(C::vocab, 0, C::experts - 1, seed + 7);
+            w.set_routing(std::vector<std::int32_t>(table.begin(), table.end()));
+        } else {  // the later models: a different random [top_k, V] table per layer
+            for (int l = 0; l < C::layers; ++l) {
+                const auto table = random_ints(static_cast<std::size_t>(C::top_k) * C::vocab, 0, C::experts - 1,
+                                               seed + 7 + 1000 * static_cast<std::uint64_t>(l));
+                w.set_layer_routes(l, std::vector<std::int32_t>(table.begin(), table.end()));
+            }
+        }
     }
     return w;
 }
@@ -63,7 +73,11 @@ ReferenceWeights reference_weights(const ComplexityWeights<C, W>& w) {
         s.extract(v);
         r.tensors[s.name].assign(v.begin(), v.end());
     }
-    if constexpr (C::mlp == MlpKind::token_routed) r.token_to_expert.assign(w.token_to_expert.begin(), w.token_to_expert.end());
+    if constexpr (C::mlp == MlpKind::token_routed)
+        for (int l = 0; l < C::layers; ++l) {
+            const auto& routes = w.layers[static_cast<std::size_t>(l)].routes;
+            r.tables["layers." + std::to_string(l) + ".mlp.topk_token_to_expert"].assign(routes.begin(), routes.end());
+        }
     return r;
 }
 

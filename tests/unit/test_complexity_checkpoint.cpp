@@ -15,9 +15,13 @@
 #include <string>
 #include <unistd.h>
 
+#include "checkpoint_rewrite.hpp"
 #include "complexity_test_weights.hpp"
 
 using namespace cpx;
+using cpx::testing::ends_with;
+using cpx::testing::rewrite;
+using cpx::testing::Tensor;
 namespace fs = std::filesystem;
 using Routed = presets::TinyComplexity;
 using Dense = presets::TinyDense;
@@ -42,43 +46,6 @@ std::vector<float> logits_of(ComplexityWeights<C, W> w) {
     return ComplexityModel<C, W>(std::move(w)).forward(probe);
 }
 
-/// One tensor as a rewrite sees it: its values as float (or int64 for integer tensors).
-struct Tensor {
-    std::string name;
-    std::vector<std::int64_t> shape;
-    std::vector<float> f;
-    std::vector<std::int64_t> i;
-};
-
-/// Copies the checkpoint in `from` to `to`, passing every tensor through `edit`,
-/// which may rename, reshape or drop it (empty name) and may add tensors to `extra`.
-void rewrite(const fs::path& from, const fs::path& to, const std::function<void(Tensor&, std::vector<Tensor>&)>& edit) {
-    const auto ckpt = io::Checkpoint::open(from);
-    std::vector<Tensor> out;
-    for (const std::string& name : ckpt.names()) {
-        const auto& info = ckpt.get(name);
-        Tensor t{name, info.shape, {}, {}};
-        if (info.dtype == DType::i64) t.i = ckpt.read_vector<std::int64_t>(name);
-        else t.f = ckpt.read_vector<float>(name);
-        std::vector<Tensor> extra;
-        edit(t, extra);
-        if (!t.name.empty()) out.push_back(std::move(t));
-        for (auto& e : extra) out.push_back(std::move(e));
-    }
-    io::SafetensorsWriter w;
-    for (const Tensor& t : out) {
-        if (!t.i.empty()) w.add(t.name, t.shape, t.i);
-        else w.add(t.name, t.shape, t.f);
-    }
-    fs::create_directories(to);
-    w.write(to / "model.safetensors");
-    fs::copy_file(from / "config.json", to / "config.json", fs::copy_options::overwrite_existing);
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 template <class F>
 std::string message_of(F&& f) {
     try {
@@ -100,7 +67,7 @@ TEST_CASE_TEMPLATE("a saved model reloads to identical weights and logits", C, R
     auto loaded = load_complexity_checkpoint<C>(dir.path, &report);
     CHECK(report.config_checked);
     CHECK(report.config_keys_not_interpreted.empty());
-    CHECK(loaded.token_to_expert == w.token_to_expert);
+    for (int l = 0; l < C::layers; ++l) CHECK(loaded.layers[l].routes == w.layers[l].routes);
     CHECK(logits_of(std::move(loaded)) == want);
 }
 
@@ -112,11 +79,11 @@ TEST_CASE("config.json keys the library does not know are reported, not silently
         std::ifstream in(dir.path / "config.json");
         text.assign(std::istreambuf_iterator<char>(in), {});
     }
-    text.insert(text.find('{') + 1, "\"top_k\": 2, \"router_jitter\": 0.1,");
+    text.insert(text.find('{') + 1, "\"lsh_routing\": true, \"router_jitter\": 0.1,");
     std::ofstream(dir.path / "config.json") << text;
     CheckpointReport report;
     load_complexity_checkpoint<Routed>(dir.path, &report);
-    CHECK(report.config_keys_not_interpreted == std::vector<std::string>{"top_k", "router_jitter"});
+    CHECK(report.config_keys_not_interpreted == std::vector<std::string>{"lsh_routing", "router_jitter"});
 }
 
 TEST_CASE("bf16 weights are saved as BF16 and reload exactly; a sharded save reloads too") {
@@ -148,26 +115,7 @@ TEST_CASE("the fused gate_up_proj expert layout loads to the same logits") {
     const auto want = logits_of(w);
     save_complexity_checkpoint(w, dir.path);
     const std::int64_t E = Routed::experts, d = Routed::hidden, I = Routed::expert_width;
-    std::map<std::string, std::vector<float>> gates;
-    rewrite(dir.path, fused.path, [&](Tensor& t, std::vector<Tensor>& extra) {
-        if (ends_with(t.name, "mlp.gate_proj_w")) {
-            gates[t.name.substr(0, t.name.size() - 11)] = t.f;
-            t.name.clear();
-        } else if (ends_with(t.name, "mlp.up_proj_w")) {
-            const std::string p = t.name.substr(0, t.name.size() - 9);
-            const auto& g = gates.at(p);  // names are sorted: down, gate, ..., up
-            Tensor gu{p + "gate_up_proj", {E, d, 2 * I}, std::vector<float>(E * d * 2 * I), {}};
-            for (std::int64_t r = 0; r < E * d; ++r)
-                for (std::int64_t j = 0; j < I; ++j) {
-                    gu.f[r * 2 * I + j] = g[r * I + j];
-                    gu.f[r * 2 * I + I + j] = t.f[r * I + j];
-                }
-            extra.push_back(std::move(gu));
-            t.name.clear();
-        } else if (ends_with(t.name, "mlp.down_proj_w")) {
-            t.name = t.name.substr(0, t.name.size() - 2);  // mlp.down_proj
-        }
-    });
+    rewrite(dir.path, fused.path, cpx::testing::fuse_experts(E, d, I));
     CheckpointReport report;
     auto loaded = load_complexity_checkpoint<Routed>(fused.path, &report);
     CHECK(report.expert_layout == ExpertLayout::fused_input_major);
@@ -184,23 +132,10 @@ TEST_CASE("per-expert nn.Linear experts, a model. prefix, inv_freq and a tied lm
     const auto want = logits_of(w);
     save_complexity_checkpoint(w, dir.path);
     const std::int64_t E = Routed::experts, d = Routed::hidden, I = Routed::expert_width;
+    const auto experts = cpx::testing::per_expert_linear(E, d, I, "model.");
     rewrite(dir.path, linear.path, [&](Tensor& t, std::vector<Tensor>& extra) {
-        const bool gate = ends_with(t.name, "mlp.gate_proj_w"), up = ends_with(t.name, "mlp.up_proj_w"),
-                   down = ends_with(t.name, "mlp.down_proj_w");
-        if (gate || up || down) {
-            const std::string p = t.name.substr(0, t.name.rfind("mlp.") + 4);
-            for (std::int64_t e = 0; e < E; ++e) {
-                Tensor x{"model." + p + "experts." + std::to_string(e) + (gate ? ".gate_proj" : up ? ".up_proj" : ".down_proj") + ".weight",
-                         down ? std::vector<std::int64_t>{d, I} : std::vector<std::int64_t>{I, d},
-                         std::vector<float>(d * I), {}};
-                for (std::int64_t i = 0; i < (down ? I : d); ++i)       // input-major [in, out] ...
-                    for (std::int64_t o = 0; o < (down ? d : I); ++o)   // ... to nn.Linear [out, in]
-                        x.f[o * (down ? I : d) + i] = t.f[(e * (down ? I : d) + i) * (down ? d : I) + o];
-                extra.push_back(std::move(x));
-            }
-            t.name.clear();
-            return;
-        }
+        experts(t, extra);
+        if (t.name.empty()) return;
         if (t.name == "embed_tokens.weight") extra.push_back({"model.lm_head.weight", t.shape, t.f, {}});
         if (ends_with(t.name, "input_layernorm.weight")) {
             const std::string p = t.name.substr(0, t.name.size() - 22);
@@ -221,7 +156,7 @@ TEST_CASE("per-expert nn.Linear experts, a model. prefix, inv_freq and a tied lm
     CHECK(layer.down == w.layers[1].mlp.down);
     CHECK(layer.shared_gate_up == w.layers[1].mlp.shared_gate_up);
     CHECK(load_layer<MuGqaAttentionParams<Routed>>(linear.path, 0).qkv == w.layers[0].attention.qkv);
-    CHECK(load_layer_routing<Routed>(linear.path, 1) == w.token_to_expert);
+    CHECK(load_layer_routing<Routed>(linear.path, 1) == w.layers[1].routes);
 }
 
 TEST_CASE("a dense checkpoint with the authors' unused mu_to_* tensors loads, ignoring them") {
@@ -272,21 +207,29 @@ TEST_CASE("the learned-router checkpoint also loads from the split gate_proj_w l
     CHECK(logits_of(load_complexity_checkpoint<Learned>(split.path)) == want);
 }
 
-TEST_CASE("routing tables: all layers must agree, values must be experts, int32 is accepted, absent uses the given table") {
+TEST_CASE("routing tables: each layer keeps its own, values must be experts, int32 is accepted, absent uses the given table") {
     TempDir dir("routing"), differ("differ"), range("range"), i32("i32"), none("none");
     auto w = cpx::testing::test_weights<Routed>(7);
     save_complexity_checkpoint(w, dir.path);
+    CheckpointReport shared_report;
+    (void)load_complexity_checkpoint<Routed>(dir.path, &shared_report);
+    CHECK(shared_report.routing_from_checkpoint);
+    CHECK_FALSE(shared_report.routing_per_layer);
+    // Layer-specific tables (the authors' later models) are loaded layer by layer.
     rewrite(dir.path, differ.path, [](Tensor& t, std::vector<Tensor>&) {
         if (t.name == "layers.2.mlp.token_to_expert") t.i[100] = (t.i[100] + 1) % Routed::experts;
     });
-    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(differ.path); });
-    CHECK(msg.find("layers.2.mlp.token_to_expert") != std::string::npos);
-    CHECK(msg.find("token 100") != std::string::npos);
-    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(differ.path), FormatError);
+    CheckpointReport differ_report;
+    const auto per_layer = load_complexity_checkpoint<Routed>(differ.path, &differ_report);
+    CHECK(differ_report.routing_per_layer);
+    CHECK(per_layer.layers[2].routes[100] == (w.layers[2].routes[100] + 1) % Routed::experts);
+    CHECK(per_layer.layers[1].routes == w.layers[1].routes);
 
     rewrite(dir.path, range.path, [](Tensor& t, std::vector<Tensor>&) {
         if (ends_with(t.name, "token_to_expert")) t.i[3] = Routed::experts;
     });
+    const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(range.path); });
+    CHECK(msg.find("token_to_expert' routes token 3 to expert 4, outside [0, 4)") != std::string::npos);
     CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(range.path), FormatError);
 
     {  // int32 tables
@@ -302,7 +245,7 @@ TEST_CASE("routing tables: all layers must agree, values must be experts, int32 
         }
         wr.write(i32.path / "model.safetensors");
         fs::copy_file(dir.path / "config.json", i32.path / "config.json");
-        CHECK(load_complexity_checkpoint<Routed>(i32.path).token_to_expert == w.token_to_expert);
+        CHECK(load_complexity_checkpoint<Routed>(i32.path).layers[1].routes == w.layers[1].routes);
     }
 
     rewrite(dir.path, none.path, [](Tensor& t, std::vector<Tensor>&) {
@@ -311,9 +254,9 @@ TEST_CASE("routing tables: all layers must agree, values must be experts, int32 
     CheckpointReport report;
     const auto modulo = load_complexity_checkpoint<Routed>(none.path, &report);
     CHECK_FALSE(report.routing_from_checkpoint);
-    for (int t = 0; t < Routed::vocab; ++t) CHECK(modulo.token_to_expert[t] == t % Routed::experts);
+    for (int t = 0; t < Routed::vocab; ++t) CHECK(modulo.layers[2].routes[t] == t % Routed::experts);
     std::vector<std::int32_t> given(Routed::vocab, 2);
-    CHECK(load_complexity_checkpoint<Routed>(none.path, nullptr, given).token_to_expert == given);
+    CHECK(load_complexity_checkpoint<Routed>(none.path, nullptr, given).layers[0].routes == given);
 }
 
 TEST_CASE("a checkpoint with missing tensors and wrong shapes is reported in one error naming each") {

@@ -102,13 +102,13 @@ TEST_CASE("the token-routed MLP adds each token's expert and the shared expert t
     std::vector<float> residual(N * C::hidden, 0.0f);
     cpu::TokenRoutedMlp<C, float> mlp;
     std::vector<index_t> counts(C::experts, 0);
-    mlp.forward(w.token_routed_mlp(2), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, w.routing(),
+    mlp.forward(w.token_routed_mlp(2), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, w.routing(2),
                 cpu::rows_of(residual.data(), N, C::hidden), counts);
     std::vector<std::vector<double>> want(N);
     std::vector<index_t> want_counts(C::experts, 0);
     for (int r = 0; r < N; ++r) {
         want[r] = cpx::testing::reference_mlp<C>(ref, "layers.2.", split_rows(x, N, C::hidden)[r], tokens[r]);
-        ++want_counts[w.token_to_expert[tokens[r]]];
+        ++want_counts[w.primary_routes(2)[tokens[r]]];
     }
     CHECK(relative_error(residual, join(want)) < 1e-5);
     CHECK(counts == want_counts);
@@ -210,6 +210,6 @@ TEST_CASE("the token-routed MLP rejects token ids outside the routing table") {
     const std::vector<std::int64_t> tokens = {1, C::vocab};
     cpu::TokenRoutedMlp<C, float> mlp;
     CHECK_THROWS_AS(mlp.forward(w.token_routed_mlp(0), cpu::rows_of<const float>(x.data(), 2, C::hidden), tokens,
-                                w.routing(), cpu::rows_of(residual.data(), 2, C::hidden)),
+                                w.routing(0), cpu::rows_of(residual.data(), 2, C::hidden)),
                     InputError);
 }

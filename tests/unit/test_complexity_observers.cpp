@@ -15,7 +15,7 @@ using Learned = presets::TinyLearnedRouter;
 
 TEST_CASE("expert load counts each token once per layer, at its table's expert, across calls") {
     const auto w = cpx::testing::test_weights<Routed>(1);
-    const auto table = w.token_to_expert;
+    const auto table = w.primary_routes(0);
     ComplexityModel<Routed> model(w);
     ExpertLoad<Routed> load;
     model.attach(load);

@@ -202,6 +202,15 @@ TEST_CASE("each family's key table names every key once, and the writer writes e
     every.sliding_window = 16;
     every.prism_expansion_ratio = 2;
     every.prism_freq_multiplier = 3.0;
+    every.top_k = 1;
+    every.top_k_primary_weight = 1.0;
+    every.use_shared_routed_gates = false;
+    every.shared_gate_init = 1.0;
+    every.routed_gate_init = 1.0;
+    every.shared_output_scale = 1.0;
+    every.routed_output_scale = 1.0;
+    every.routing_strategy = "modulo_cyclic";
+    every.source_mlp_type = "token_routed";
     auto keys_of = [](const Json& object) {
         std::vector<std::string> out;
         for (const auto& member : object.as_object()) out.push_back(member.first);
@@ -395,10 +404,10 @@ TEST_CASE("every COMPLEXITY-DEEP preset's config.json parses back to the same va
 }
 
 TEST_CASE("unrecognised keys are kept in order and written back after the known ones") {
-    const auto c = run2_with({{"top_k", 1}, {"routing_strategy", "zipf"}});
-    CHECK(c.unrecognized.dump() == "{\"top_k\":1,\"routing_strategy\":\"zipf\"}");
+    const auto c = run2_with({{"route_hash_count", 2}, {"lsh_routing", "zipf"}});
+    CHECK(c.unrecognized.dump() == "{\"route_hash_count\":2,\"lsh_routing\":\"zipf\"}");
     const std::string out = cpx::io::to_json(c).dump();
-    CHECK(out.ends_with("\"extra_config\":{},\"top_k\":1,\"routing_strategy\":\"zipf\"}"));
+    CHECK(out.ends_with("\"extra_config\":{},\"route_hash_count\":2,\"lsh_routing\":\"zipf\"}"));
     CHECK(cpx::io::config_mismatches<presets::ComplexityDeep187M>(c).empty());
 }
 

@@ -70,8 +70,9 @@ TEST_CASE("a token-routed MLP alone, from its own parameters, matches the refere
     TokenRoutedMlpParams<C> params = whole.layers[2].mlp;  // an owning copy of one layer
     const std::vector<std::int32_t> table = modulo_routing<C>();
     auto ref = cpx::testing::reference_weights(whole);
-    ref.token_to_expert.assign(table.begin(), table.end());  // the reference routes by the same table
-    const TokenRouting routing(table, C::experts);
+    ref.tables.clear();  // the reference routes by the same table
+    ref.token_to_expert.assign(table.begin(), table.end());
+    const TopKRouting routing(table, C::top_k, C::experts);
     const int N = 37;  // not a multiple of any tile
     const auto x = random_normal(N * C::hidden, 7);
     const auto tokens = random_tokens(N, C::vocab, 8);
@@ -96,7 +97,7 @@ TEST_CASE("load_layer reads one layer of a saved checkpoint, in the split and th
     CHECK(same_values(load_layer<TokenRoutedMlpParams<Routed>>(dir.path(), 1), w.layers[1].mlp, 1));
     CHECK(same_values(load_layer<MuGqaAttentionParams<Routed>>(dir.path(), 2), w.layers[2].attention, 2));
     CHECK(same_values(load_layer<MuGuidanceParams<Routed>>(dir.path(), 0), w.layers[0].mu_guidance, 0));
-    CHECK(load_layer_routing<Routed>(dir.path(), 2) == w.token_to_expert);
+    CHECK(load_layer_routing<Routed>(dir.path(), 2) == w.layers[2].routes);
     // bf16 storage of the loaded layer rounds each value once.
     const auto bf = load_layer<TokenRoutedMlpParams<Routed, bf16>>(dir.path(), 1);
     CHECK(bf.down[17].bits == bf16::from_float(w.layers[1].mlp.down[17]).bits);

@@ -21,7 +21,7 @@ static_assert(cpx_test::routing::tiny_balanced::experts == Config::experts);
 namespace {
 std::vector<float> logits_with(const std::vector<std::int32_t>& table, const std::vector<std::int64_t>& tokens) {
     auto weights = cpx::ComplexityWeights<Config>::random(11);
-    weights.token_to_expert = table;
+    weights.set_routing(table);
     cpx::ComplexityModel<Config> model(std::move(weights));
     return model.forward(tokens);
 }

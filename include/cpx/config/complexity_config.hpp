@@ -13,7 +13,7 @@ namespace cpx {
 /// Which MLP each decoder layer carries.
 enum class MlpKind {
     dense_swiglu,    ///< one SwiGLU of width `intermediate_size` (the dense baselines)
-    token_routed,    ///< one expert per token chosen by token id, plus the shared expert
+    token_routed,    ///< top_k experts per token chosen by token id from tables, plus the shared expert
     learned_router,  ///< the ablation's top-1 softmax router (Mixtral-style), plus the shared expert
 };
 
@@ -39,6 +39,14 @@ struct ComplexityDims {
     bool shared_expert = true;         ///< used by token_routed and learned_router only
     int shared_intermediate_size = 0;  ///< 0: the expert width (the authors' default)
     bool use_mu_guidance = true;
+    // ---- the authors' later token-routed models (docs/MODELS.md §8.5); the defaults are the paper's MLP
+    int top_k = 1;                        ///< routes per token (token_routed only)
+    double top_k_primary_weight = -1.0;   ///< weight of route 0; < 0: unset (0.95 when top_k > 1)
+    double routed_output_scale = 1.0;     ///< routed * this (without learned gates)
+    double shared_output_scale = 1.0;     ///< shared * this (without learned gates)
+    bool use_shared_routed_gates = false; ///< learned scalars shared_output_gate / routed_output_gate instead
+    double shared_gate_init = 1.0;        ///< their initial values (random weights only)
+    double routed_gate_init = 1.0;
     double rope_theta = 10000.0;
     double rope_scaling = 1.0;         ///< linear position interpolation factor; 1 = none
     double norm_eps = 1e-6;
@@ -76,6 +84,18 @@ struct ComplexityConfig {
                       D.expert_intermediate_size == D.intermediate_size / D.num_experts,
                   "expert_intermediate_size must equal intermediate_size / num_experts");
     static_assert(D.shared_intermediate_size >= 0, "shared_intermediate_size must be >= 0 (0 = expert width)");
+    static_assert(D.top_k >= 1, "top_k must be at least 1 (each token takes at least one route)");
+    static_assert(D.top_k <= D.num_experts, "top_k must not exceed num_experts (a token's routes are distinct experts)");
+    static_assert(D.top_k == 1 || D.mlp == MlpKind::token_routed,
+                  "top_k > 1 is defined for the token_routed MLP only (the learned router is top-1)");
+    static_assert(D.top_k_primary_weight < 0.0 || D.top_k_primary_weight <= 1.0,
+                  "top_k_primary_weight must be in [0, 1] (or negative for unset: 0.95 when top_k > 1)");
+    static_assert(D.mlp == MlpKind::token_routed ||
+                      (D.top_k_primary_weight < 0.0 && D.routed_output_scale == 1.0 && D.shared_output_scale == 1.0 &&
+                       !D.use_shared_routed_gates),
+                  "route weights, output scales and gates belong to the token_routed MLP");
+    static_assert(!D.use_shared_routed_gates || D.shared_expert,
+                  "use_shared_routed_gates needs the shared expert (the authors create the gates only with it)");
     static_assert(D.rope_theta > 0.0, "rope_theta must be positive");
     static_assert(D.rope_scaling > 0.0, "rope_scaling must be positive (1 = no scaling)");
     static_assert(D.norm_eps > 0.0, "norm_eps must be positive");
@@ -108,6 +128,13 @@ struct ComplexityConfig {
     static constexpr bool has_shared_expert = routed && D.shared_expert;
     static constexpr int shared_width =
         has_shared_expert ? (D.shared_intermediate_size ? D.shared_intermediate_size : expert_width) : 0;
+    static constexpr int top_k = D.top_k;
+    /// Weight of route 0: 1 for top_k = 1, else top_k_primary_weight (0.95 when unset).
+    static constexpr double primary_weight = D.top_k == 1 ? 1.0 : (D.top_k_primary_weight < 0.0 ? 0.95 : D.top_k_primary_weight);
+    /// Weight of each other route: (1 - primary) / (top_k - 1).
+    static constexpr double secondary_weight = D.top_k == 1 ? 0.0 : (1.0 - primary_weight) / (D.top_k - 1);
+    /// The learned scalar gates replace the output scales (only with a shared expert).
+    static constexpr bool learned_gates = D.mlp == MlpKind::token_routed && D.use_shared_routed_gates;
     static constexpr bool use_mu = D.use_mu_guidance;
     static constexpr RopeParams rope{D.rope_theta, D.rope_scaling, RopeConvention::rotate_half};
     static constexpr float norm_eps = static_cast<float>(D.norm_eps);

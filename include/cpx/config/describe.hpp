@@ -60,8 +60,18 @@ inline std::string describe(const ComplexityDims& d) {
         "intermediate_size", d.intermediate_size)("vocab_size", d.vocab_size)(
         "max_position_embeddings", d.max_position_embeddings)("mlp", detail::name_of(d.mlp))(
         "num_experts", d.num_experts)("expert_intermediate_size", d.expert_intermediate_size)(
-        "shared_expert", d.shared_expert ? "true" : "false")("shared_intermediate_size", d.shared_intermediate_size)(
-        "use_mu_guidance", d.use_mu_guidance ? "true" : "false")("rope_theta", d.rope_theta)(
+        "shared_expert", d.shared_expert ? "true" : "false")("shared_intermediate_size", d.shared_intermediate_size);
+    w("use_mu_guidance", d.use_mu_guidance ? "true" : "false");
+    // The later models' MLP knobs, in declaration order, when any departs from the paper's MLP.
+    if (d.top_k != 1 || d.top_k_primary_weight >= 0.0 || d.routed_output_scale != 1.0 || d.shared_output_scale != 1.0 ||
+        d.use_shared_routed_gates) {
+        w("top_k", d.top_k)("top_k_primary_weight", d.top_k_primary_weight)("routed_output_scale",
+                                                                             d.routed_output_scale)(
+            "shared_output_scale", d.shared_output_scale)("use_shared_routed_gates",
+                                                          d.use_shared_routed_gates ? "true" : "false");
+        if (d.use_shared_routed_gates) w("shared_gate_init", d.shared_gate_init)("routed_gate_init", d.routed_gate_init);
+    }
+    w("rope_theta", d.rope_theta)(
         "rope_scaling", d.rope_scaling)("norm_eps", d.norm_eps)("attention", detail::name_of(d.attention));
     if (d.attention == AttentionKind::prism)
         w("prism_expansion_ratio", d.prism_expansion_ratio)("prism_freq_multiplier", d.prism_freq_multiplier);

@@ -33,7 +33,16 @@ constexpr count_t mlp_params() {
     if constexpr (C::mlp == MlpKind::dense_swiglu) return one_expert_params<C>();
     count_t p = count_t{C::experts} * one_expert_params<C>() + shared_expert_params<C>();
     if constexpr (C::mlp == MlpKind::learned_router) p += count_t{C::experts} * C::hidden;
+    if constexpr (C::learned_gates) p += 2;  // shared_output_gate, routed_output_gate
     return p;
+}
+/// The mu_to_{q,k,v} weights a model without mu guidance holds but never uses.
+template <ComplexityConfigType C>
+constexpr count_t dead_mu_params() {
+    if constexpr (!C::use_mu && C::attention == AttentionKind::mu_gqa)
+        return count_t{C::hidden} * (C::q_width + 2 * C::kv_width);
+    else
+        return 0;
 }
 template <ComplexityConfigType C>
 constexpr count_t mu_guidance_params() { return C::use_mu ? count_t{C::hidden} * C::hidden + C::hidden : 0; }
@@ -49,14 +58,20 @@ constexpr count_t parameter_count() {
     return count_t{C::vocab} * d + d /*final norm*/ + (C::use_mu ? d : 0) /*mu_init*/ + C::layers * per_layer;
 }
 
-/// Parameters a token touches: all but the experts it is not routed to. For
-/// models without mu guidance the dead mu_to_* weights are excluded too.
+/// Parameters without the dead mu_to_* of models without mu guidance: the
+/// count the authors publish for their later models (vllm-i64's modules
+/// create mu_to_* only with mu guidance), e.g. 306.5M for tr-moe-306.
+template <ComplexityConfigType C>
+constexpr count_t live_parameter_count() {
+    return parameter_count<C>() - count_t{C::layers} * detail::dead_mu_params<C>();
+}
+
+/// Parameters a token touches: all but the experts it is not routed to (it
+/// takes top_k of the E). The dead mu_to_* weights are excluded too.
 template <ComplexityConfigType C>
 constexpr count_t active_parameters(bool include_embeddings = true) {
-    count_t p = parameter_count<C>();
-    if constexpr (C::routed) p -= count_t{C::layers} * (C::experts - 1) * detail::one_expert_params<C>();
-    if constexpr (!C::use_mu && C::attention == AttentionKind::mu_gqa)
-        p -= count_t{C::layers} * C::hidden * (C::q_width + 2 * C::kv_width);
+    count_t p = live_parameter_count<C>();
+    if constexpr (C::routed) p -= count_t{C::layers} * (C::experts - C::top_k) * detail::one_expert_params<C>();
     if (!include_embeddings) p -= count_t{C::vocab} * C::hidden;
     return p;
 }
@@ -76,7 +91,7 @@ constexpr count_t flops_per_token(count_t context) {
         macs_per_layer += qkv * (C::use_mu ? 2 : 1) + count_t{C::q_width} * d;
         macs_per_layer += 2 * count_t{C::heads} * C::head_dim * context;
     }
-    macs_per_layer += detail::one_expert_params<C>() + detail::shared_expert_params<C>();
+    macs_per_layer += C::top_k * detail::one_expert_params<C>() + detail::shared_expert_params<C>();
     if constexpr (C::mlp == MlpKind::learned_router) macs_per_layer += count_t{C::experts} * d;
     count_t macs = C::layers * macs_per_layer + count_t{C::vocab} * d;
     if constexpr (C::use_mu) macs += count_t{C::layers - 1} * d * d;  // the last layer's mu is unused
@@ -137,7 +152,7 @@ constexpr count_t attention_flops_per_token(count_t context) {
 /// shared expert and the learned router's logits.
 template <ComplexityConfigType C>
 constexpr count_t mlp_flops_per_token() {
-    count_t macs = detail::one_expert_params<C>() + detail::shared_expert_params<C>();
+    count_t macs = C::top_k * detail::one_expert_params<C>() + detail::shared_expert_params<C>();
     if constexpr (C::mlp == MlpKind::learned_router) macs += count_t{C::experts} * C::hidden;
     return 2 * macs;
 }

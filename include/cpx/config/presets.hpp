@@ -52,6 +52,25 @@ using ComplexityPilot1_5B = ComplexityConfig<ComplexityDims{
     .intermediate_size = 8192, .vocab_size = 32000, .max_position_embeddings = 4096,
     .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = false, .use_mu_guidance = false}>;
 
+/// The authors' later token-routed model "tr-moe-306" (306,486,564 parameters; they publish 306.5M):
+/// a shared SwiGLU of width 3840 plus 4 experts of width 64, two routes per token weighted 0.5 / 0.5,
+/// learned shared/routed gates (initialised 0.5 / 0.5), no mu guidance. Dimensions from the paper
+/// "Token Identity as a Routing Signal for Residual MLP Experts" (Table of the matched 300M models);
+/// rope_theta and the norm epsilon are not stated there: the authors' code defaults (docs/MODELS.md §3.3).
+using TrMoe306 = ComplexityConfig<ComplexityDims{
+    .hidden_size = 1024, .num_hidden_layers = 18, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 256, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .shared_intermediate_size = 3840,
+    .use_mu_guidance = false, .top_k = 2, .top_k_primary_weight = 0.5, .use_shared_routed_gates = true,
+    .shared_gate_init = 0.5, .routed_gate_init = 0.5}>;
+
+/// Its matched dense baseline "dense-306" (306,486,528 parameters; published 306.5M): one SwiGLU of
+/// width 4096, the same backbone.
+using Dense306 = ComplexityConfig<ComplexityDims{
+    .hidden_size = 1024, .num_hidden_layers = 18, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 4096, .vocab_size = 32000, .max_position_embeddings = 2048,
+    .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = false, .use_mu_guidance = false}>;
+
 /// PRISM-mini of the reference code (TinyStories; ~51M parameters).
 using PrismMini = PrismConfig<PrismDims{
     .n_layer = 8, .n_head = 8, .n_embd = 512, .vocab_size = 50304, .block_size = 512,
@@ -64,6 +83,15 @@ using TinyComplexity = ComplexityConfig<ComplexityDims{
     .hidden_size = 64, .num_hidden_layers = 3, .num_attention_heads = 4, .num_key_value_heads = 2,
     .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
     .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// Tiny model of the authors' later MLP: top-2 routing with weights 0.7 / 0.3, learned
+/// shared/routed gates, mu guidance on (every knob of docs/MODELS.md §8.5 at once).
+using TinyTopK = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 3, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 128, .vocab_size = 257, .max_position_embeddings = 64,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true,
+    .top_k = 2, .top_k_primary_weight = 0.7, .use_shared_routed_gates = true, .shared_gate_init = 0.5,
+    .routed_gate_init = 0.5}>;
 
 /// Tiny dense baseline with the same attention shape.
 using TinyDense = ComplexityConfig<ComplexityDims{

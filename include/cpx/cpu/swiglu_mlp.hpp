@@ -18,16 +18,23 @@ struct SwiGluWeights {
     index_t width() const { return down.cols; }
 };
 
-/// residual += SwiGLU(x); `hidden` is a scratch buffer the caller keeps.
+/// residual += scale * SwiGLU(x); `hidden` is a scratch buffer the caller keeps.
+/// The scale multiplies the activation before the down projection (the same
+/// product, one pass over I values per row instead of d).
 template <class W>
 void swiglu_block(const SwiGluWeights<W>& w, const RowBlock<const float>& x, const RowBlock<float>& residual,
-                  AlignedVector<float>& hidden, LinearScratch& scratch) {
+                  AlignedVector<float>& hidden, LinearScratch& scratch, float scale = 1.0f) {
     const index_t width = w.width();
     require<ShapeError>(w.gate_up.rows == 2 * width, "swiglu: gate/up weight has ", w.gate_up.rows,
                         " rows for a width of ", width);
     const RowBlock<float> h = block_in(hidden, x.rows, 2 * width);
     linear<W>(x, w.gate_up, h, Write::overwrite, scratch);
     swiglu_inplace(h, width);
+    if (scale != 1.0f)
+        for (index_t r = 0; r < h.rows; ++r) {
+            float* a = h.row(r);
+            for (index_t c = 0; c < width; ++c) a[c] *= scale;
+        }
     linear<W>(RowBlock<const float>(h.sub_cols(0, width)), w.down, residual, Write::accumulate, scratch);
 }
 

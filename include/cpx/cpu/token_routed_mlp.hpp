@@ -1,8 +1,13 @@
 #pragma once
 // COMPLEXITY-DEEP's token-routed MLP (docs/MODELS.md §8):
-//   MLP(x_n) = Expert_{e(t_n)}(x_n) + Shared(x_n),   e(t) = token_to_expert[t]
-// with t_n the input token id at the same position; one expert per token,
-// no gates, no scales, no capacity limit. Dispatch is sparse (expert_dispatch.hpp).
+//   MLP(x_n) = g_r * sum_j w_j Expert_{route_j(t_n)}(x_n) + g_s * Shared(x_n)
+// with t_n the input token id at the same position, route_j a [top_k, V]
+// table lookup, w_0 the primary weight and w_j = (1 - w_0) / (top_k - 1) for
+// the others, and g_r, g_s the output scales of the configuration or, with
+// use_shared_routed_gates, the checkpoint's learned scalar gates. The paper's
+// model is top_k = 1 with unit scales: Expert_{e(t)}(x) + Shared(x). No
+// capacity limit; dispatch is sparse (expert_dispatch.hpp): top_k experts per
+// token, never E.
 
 #include <cstdint>
 #include <span>
@@ -12,7 +17,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/expert_dispatch.hpp"
 #include "cpx/cpu/swiglu_mlp.hpp"
-#include "cpx/router/token_routing.hpp"
+#include "cpx/router/top_k_routing.hpp"
 
 namespace cpx::cpu {
 
@@ -21,6 +26,8 @@ template <ComplexityConfigType C, class W>
 struct TokenRoutedMlpWeights {
     ExpertWeights<W> experts;  ///< E experts of width C::expert_width
     SwiGluWeights<W> shared;   ///< the shared expert (used when C::has_shared_expert)
+    float shared_gate = 1.0f;  ///< learned gates (used when C::learned_gates)
+    float routed_gate = 1.0f;
 };
 
 template <ComplexityConfigType C, class W>
@@ -29,30 +36,53 @@ class TokenRoutedMlp {
 
 public:
     void reserve(index_t rows) {
-        dispatch_.reserve(rows, C::hidden, C::expert_width, C::experts);
+        dispatch_.reserve(rows, C::hidden, C::expert_width, C::experts, C::top_k);
         if constexpr (C::has_shared_expert) grow(shared_hidden_, static_cast<std::size_t>(rows * 2 * C::shared_width));
-        expert_.reserve(static_cast<std::size_t>(rows));
+        expert_.reserve(static_cast<std::size_t>(rows * C::top_k));
+        scale_.reserve(static_cast<std::size_t>(rows * C::top_k));
     }
 
-    /// residual += MLP(x) for rows whose input token ids are `tokens`.
-    /// Rows per expert are added to `counts` ([experts]) when given.
+    /// The multiplier of the shared expert's output.
+    static float shared_scale(const TokenRoutedMlpWeights<C, W>& w) {
+        return C::learned_gates ? w.shared_gate : static_cast<float>(C::dims.shared_output_scale);
+    }
+    /// The weight of route j's output.
+    static float route_weight(const TokenRoutedMlpWeights<C, W>& w, int j) {
+        const double g = C::learned_gates ? static_cast<double>(w.routed_gate) : C::dims.routed_output_scale;
+        return static_cast<float>(g * (j == 0 ? C::primary_weight : C::secondary_weight));
+    }
+
+    /// residual += MLP(x) for rows whose input token ids are `tokens`; routing:
+    /// this layer's [top_k, V] table. Routes per expert are added to `counts`
+    /// ([experts]) when given.
     void forward(const TokenRoutedMlpWeights<C, W>& w, const RowBlock<const float>& x,
-                 std::span<const std::int64_t> tokens, const TokenRouting& routing, const RowBlock<float>& residual,
+                 std::span<const std::int64_t> tokens, const TopKRouting& routing, const RowBlock<float>& residual,
                  std::span<index_t> counts = {}) {
         require<ShapeError>(static_cast<index_t>(tokens.size()) == x.rows, "token-routed MLP: ", tokens.size(),
                             " token ids for ", x.rows, " rows");
-        require<ShapeError>(routing.experts() == C::experts, "token-routed MLP: the routing table has ",
-                            routing.experts(), " experts, the configuration ", C::experts);
-        expert_.resize(tokens.size());
-        for (std::size_t r = 0; r < tokens.size(); ++r) expert_[r] = routing.checked_expert_of(tokens[r]);
-        if constexpr (C::has_shared_expert) swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_);
-        dispatch_.forward(w.experts, x, expert_, {}, residual, counts);
+        require<ShapeError>(routing.experts() == C::experts && routing.top_k() == C::top_k,
+                            "token-routed MLP: the routing table has ", routing.top_k(), " routes to ", routing.experts(),
+                            " experts, the configuration ", C::top_k, " to ", C::experts);
+        constexpr int k = C::top_k;
+        expert_.resize(tokens.size() * k);
+        for (std::size_t r = 0; r < tokens.size(); ++r)
+            for (int j = 0; j < k; ++j) expert_[r * k + j] = routing.checked_expert_of(tokens[r], j);
+        std::span<const float> scale;
+        if (route_weight(w, 0) != 1.0f || k > 1) {
+            scale_.resize(expert_.size());
+            for (std::size_t p = 0; p < scale_.size(); ++p) scale_[p] = route_weight(w, static_cast<int>(p % k));
+            scale = scale_;
+        }
+        if constexpr (C::has_shared_expert)
+            swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_, shared_scale(w));
+        dispatch_.forward(w.experts, x, k, expert_, scale, residual, counts);
     }
 
 private:
     ExpertDispatch<W> dispatch_;
     AlignedVector<float> shared_hidden_;
     std::vector<std::int32_t> expert_;
+    std::vector<float> scale_;
     LinearScratch scratch_;
 };
 

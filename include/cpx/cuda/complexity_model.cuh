@@ -55,6 +55,10 @@ class ComplexityModel {
 public:
     static_assert(C::attention == AttentionKind::mu_gqa,
                   "the GPU COMPLEXITY-DEEP model implements mu-guided GQA attention only");
+    static_assert(C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
+                      C::dims.shared_output_scale == 1.0,
+                  "the GPU COMPLEXITY-DEEP model runs the paper's MLP (top_k = 1, unit output scales, no gates); "
+                  "the later models' top-k routing runs on the CPU model");
 
     using Config = C;
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;

@@ -8,13 +8,16 @@
 // (its alternative to mlp_type), model_type (not interpreted), rope_scaling
 // {"type": "linear", "factor": f} (Hugging Face style, for rope_type
 // "linear"), and prism_expansion_ratio / prism_freq_multiplier for
-// attention_type "prism" (this library's PRISM-attention variant). Any other
-// key is kept in `unrecognized` and not interpreted.
+// attention_type "prism" (this library's PRISM-attention variant), and the
+// keys of the authors' later token-routed models (top_k, route weights, output
+// scales and gates; routing_strategy and source_mlp_type are read, not
+// interpreted). Any other key is kept in `unrecognized` and not interpreted.
 //
 // mlp_type values: "token_routed", "swiglu" (dense) and "mixtral" for the
 // learned top-1 router: the name the authors' run4 ablation script passes
 // (docs/MODELS.md §10.2; complexity-framework scripts/train_ablation_150m.py).
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -53,6 +56,15 @@ struct ComplexityJsonConfig {
     std::optional<std::int64_t> num_experts;
     std::optional<bool> shared_expert;
     std::optional<std::int64_t> shared_intermediate_size;  ///< null: the expert width
+    std::optional<std::int64_t> top_k;
+    std::optional<double> top_k_primary_weight;  ///< null: 0.95 when top_k > 1
+    std::optional<bool> use_shared_routed_gates;
+    std::optional<double> shared_gate_init;
+    std::optional<double> routed_gate_init;
+    std::optional<double> shared_output_scale;
+    std::optional<double> routed_output_scale;
+    std::optional<std::string> routing_strategy;  ///< how the tables were built; not interpreted
+    std::optional<std::string> source_mlp_type;   ///< not interpreted
     std::optional<bool> use_mu_guidance;
     std::optional<bool> use_mu_projection;
     std::optional<bool> disable_mu_guidance;
@@ -126,6 +138,15 @@ inline constexpr auto complexity_keys = std::tuple{
     config_key("num_experts", &detail::CJ::num_experts),
     config_key("shared_expert", &detail::CJ::shared_expert),
     config_key("shared_intermediate_size", &detail::CJ::shared_intermediate_size),
+    key_when_set("top_k", &detail::CJ::top_k),
+    key_when_set("top_k_primary_weight", &detail::CJ::top_k_primary_weight),
+    key_when_set("use_shared_routed_gates", &detail::CJ::use_shared_routed_gates),
+    key_when_set("shared_gate_init", &detail::CJ::shared_gate_init),
+    key_when_set("routed_gate_init", &detail::CJ::routed_gate_init),
+    key_when_set("shared_output_scale", &detail::CJ::shared_output_scale),
+    key_when_set("routed_output_scale", &detail::CJ::routed_output_scale),
+    key_when_set("routing_strategy", &detail::CJ::routing_strategy),
+    key_when_set("source_mlp_type", &detail::CJ::source_mlp_type),
     config_key("use_mu_guidance", &detail::CJ::use_mu_guidance),
     config_key("use_mu_projection", &detail::CJ::use_mu_projection),
     config_key("disable_mu_guidance", &detail::CJ::disable_mu_guidance),
@@ -200,6 +221,19 @@ ComplexityJsonConfig complexity_json_config() {
     c.num_experts = C::experts;
     c.shared_expert = d.shared_expert;  // the dense baselines keep the flag they were written with (unused)
     if (C::has_shared_expert && C::shared_width != C::expert_width) c.shared_intermediate_size = C::shared_width;
+    // The later models' keys, written when the configuration departs from the paper's MLP.
+    if (C::top_k > 1 || d.top_k_primary_weight >= 0.0 || d.use_shared_routed_gates || d.shared_output_scale != 1.0 ||
+        d.routed_output_scale != 1.0) {
+        c.top_k = C::top_k;
+        if (C::top_k > 1) c.top_k_primary_weight = C::primary_weight;
+        c.use_shared_routed_gates = d.use_shared_routed_gates;
+        if (d.use_shared_routed_gates) {
+            c.shared_gate_init = d.shared_gate_init;
+            c.routed_gate_init = d.routed_gate_init;
+        }
+        c.shared_output_scale = d.shared_output_scale;
+        c.routed_output_scale = d.routed_output_scale;
+    }
     c.use_mu_guidance = C::use_mu;
     c.use_mu_projection = false;
     c.disable_mu_guidance = false;
@@ -326,6 +360,28 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
             } else if (*c.shared_intermediate_size != C::shared_width) {
                 differ(name(&CJ::shared_intermediate_size), *c.shared_intermediate_size, C::shared_width);
             }
+        }
+    }
+
+    // The later models' routing (docs/MODELS.md §8.5), as their code reads it.
+    const std::int64_t top_k = c.top_k.value_or(1);
+    compare(&CJ::top_k, std::int64_t{1}, std::int64_t{C::top_k});
+    if (top_k == C::top_k && top_k > 1) {
+        // Their code clamps the weight to [0, 1] and takes 0.95 when it is absent.
+        const double pw = std::clamp(c.top_k_primary_weight.value_or(0.95), 0.0, 1.0);
+        if (pw != C::primary_weight)
+            differ(name(&CJ::top_k_primary_weight), pw, C::primary_weight,
+                   c.top_k_primary_weight ? (*c.top_k_primary_weight == pw ? std::string_view{} : " (clamped to [0, 1])")
+                                          : std::string_view(" (absent: 0.95)"));
+    }
+    if constexpr (C::routed) {
+        // The gates exist only with the shared expert; without gates the scales apply.
+        const bool gates = c.use_shared_routed_gates.value_or(false) && c.shared_expert.value_or(true);
+        if (gates != C::learned_gates) {
+            compare(&CJ::use_shared_routed_gates, false, C::learned_gates);
+        } else if (!gates) {
+            compare(&CJ::routed_output_scale, 1.0, C::dims.routed_output_scale);
+            if (C::has_shared_expert) compare(&CJ::shared_output_scale, 1.0, C::dims.shared_output_scale);
         }
     }
 

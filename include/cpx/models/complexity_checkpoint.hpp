@@ -17,21 +17,27 @@
 //   - mu_to_{q,k,v} in models without mu guidance: ignored (built but unused by the authors);
 //   - lm_head.weight: accepted only if it equals embed_tokens.weight element for
 //     element (the model ties its head to the embedding), an error otherwise.
-// The routing table comes from layers.{i}.mlp.token_to_expert (int64 or int32;
-// every layer's copy must be identical and every value a valid expert); a
-// checkpoint without it keeps the routing the caller supplies.
+// Routing tables are per layer (int64 or int32, every value a valid expert):
+// layers.{i}.mlp.topk_token_to_expert [top_k, V] when present, else
+// layers.{i}.mlp.token_to_expert [V] extended by the cyclic rule (route r =
+// (primary + r) mod E). Either every layer carries a table or none does; a
+// checkpoint without tables keeps the routing the caller supplies. A top_k > 1
+// checkpoint whose config.json names a routing_strategy other than
+// modulo_cyclic must carry the top-k tables (deriving them would change the model).
 //
 // Saving writes the framework's layout (gate_proj_w / up_proj_w / down_proj_w
 // for token-routed models, gate_up_proj / down_proj for the learned router),
 // the matrices in their storage dtype (F32 or BF16) and the vectors (norm
 // weights, mu, mu_init), which the library keeps in fp32, as F32, token_to_expert as I64 in
-// every layer, and config.json with the authors' keys. Models without mu
+// every layer (plus topk_token_to_expert [top_k, V] when top_k > 1), and
+// config.json with the authors' keys. Models without mu
 // guidance are saved without the unused mu_to_* tensors.
 
 #include <cstdint>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,7 +59,11 @@ namespace cpx {
 struct CheckpointReport {
     std::string prefix;                             ///< "" or "model."
     ExpertLayout expert_layout = ExpertLayout::none;
-    bool routing_from_checkpoint = false;           ///< token_to_expert was read from the file
+    bool routing_from_checkpoint = false;           ///< the routing tables were read from the file
+    bool routing_top_k_tables = false;              ///< ... as topk_token_to_expert (else token_to_expert)
+    bool routing_per_layer = false;                 ///< ... and they differ between layers
+    std::optional<std::string> routing_strategy;    ///< config.json's routing_strategy, if given
+    std::vector<std::string> notes;                 ///< loaded, but worth telling the user
     bool config_checked = false;                    ///< a config.json was found and matched
     std::vector<std::string> ignored;               ///< tensors present but not used
     /// config.json keys the library does not know, so did not check (a newer
@@ -86,6 +96,9 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     } else if (options.require_config && fs::is_directory(path, ec)) {
         raise<FormatError>("checkpoint directory '", path.string(), "' has no config.json");
     }
+    std::optional<std::string> strategy;
+    if (found.config_checked) strategy = io::read_complexity_config(config_path).routing_strategy;
+    found.routing_strategy = strategy;
     const io::Checkpoint ckpt = io::Checkpoint::open(path);
     if (!ckpt.contains("embed_tokens.weight") && ckpt.contains("model.embed_tokens.weight")) found.prefix = "model.";
     const std::string& pre = found.prefix;
@@ -99,21 +112,21 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     for (const auto& s : slots)
         if (!(C::routed && detail::is_expert_slot(s.name))) detail::expect_float(v, pre + s.name, s.shape);
     std::vector<ExpertLayout> layouts(C::layers, ExpertLayout::none);
-    std::vector<bool> has_table(C::layers, false);
+    std::vector<detail::LayerRouting> tables(C::layers, detail::LayerRouting::none);
     for (int l = 0; C::routed && l < C::layers; ++l) {
         layouts[l] = detail::expect_experts<C>(ckpt, v, pre + layer_prefix(l), l);
-        if (C::mlp == MlpKind::token_routed) {
-            const std::string t = pre + layer_prefix(l) + "mlp.token_to_expert";
-            if (ckpt.contains(t)) {
-                has_table[l] = true;
-                if (v.expect(t, {C::vocab})) v.expect_dtype_in(t, {DType::i64, DType::i32});
-            }
-        }
+        if (C::mlp == MlpKind::token_routed) tables[l] = detail::expect_routing<C>(ckpt, v, pre + layer_prefix(l));
     }
-    const auto tables = std::count(has_table.begin(), has_table.end(), true);
-    if (tables != 0 && tables != C::layers)
-        v.note_format(std::to_string(tables) + " of " + std::to_string(C::layers) +
-                      " layers carry mlp.token_to_expert; every layer's copy must be present and identical");
+    const auto with_table = C::layers - std::count(tables.begin(), tables.end(), detail::LayerRouting::none);
+    const auto with_top_k = std::count(tables.begin(), tables.end(), detail::LayerRouting::top_k);
+    if (with_table != 0 && with_table != C::layers)
+        v.note_format(std::to_string(with_table) + " of " + std::to_string(C::layers) +
+                      " layers carry mlp.token_to_expert or mlp.topk_token_to_expert; every layer needs its table");
+    if (C::top_k > 1 && with_top_k != C::layers && strategy && *strategy != "modulo_cyclic")
+        v.note_format("config.json's routing_strategy \"" + printable(*strategy) +
+                      "\" needs every layer's mlp.topk_token_to_expert [top_k, V]; " + std::to_string(with_top_k) +
+                      " of " + std::to_string(C::layers) +
+                      " layers carry it (the cyclic rule derives only modulo_cyclic routes)");
     bool has_lm_head = false;
     for (const std::string& name : v.unexpected_names()) {
         if (detail::ends_with(name, "self_attn.rotary_emb.inv_freq")) {
@@ -147,25 +160,15 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
         found.expert_layout = layouts[0];
     }
     if constexpr (C::mlp == MlpKind::token_routed) {
-        if (has_table[0]) {
-            std::vector<std::int64_t> first;
-            for (int l = 0; l < C::layers; ++l) {
-                const std::string t = pre + layer_prefix(l) + "mlp.token_to_expert";
-                const std::vector<std::int64_t> table = detail::read_routing_table<C>(ckpt, t);
-                for (int tok = 0; l > 0 && tok < C::vocab; ++tok)
-                    if (table[tok] != first[tok])
-                        raise<FormatError>(ckpt.context(), "tensor '", t, "' routes token ", tok, " to expert ",
-                                           table[tok], " but layer 0 routes it to ", first[tok],
-                                           ": every layer's token_to_expert must be the same table");
-                if (l == 0) first = table;
-            }
-            for (int tok = 0; tok < C::vocab; ++tok) weights.token_to_expert[tok] = static_cast<std::int32_t>(first[tok]);
+        if (with_table == C::layers) {
+            for (int l = 0; l < C::layers; ++l)
+                weights.layers[static_cast<std::size_t>(l)].routes =
+                    detail::read_layer_routes<C>(ckpt, tables[l], pre + layer_prefix(l), &found.notes);
             found.routing_from_checkpoint = true;
+            found.routing_top_k_tables = with_top_k == C::layers;
+            found.routing_per_layer = !weights.routes_shared_by_layers();
         } else if (!routing.empty()) {
-            require<InputError>(routing.size() == static_cast<std::size_t>(C::vocab), "routing table has ",
-                                routing.size(), " entries for a vocabulary of ", C::vocab);
-            (void)TokenRouting(routing, C::experts);  // validates every entry
-            weights.token_to_expert.assign(routing.begin(), routing.end());
+            weights.set_routing(routing);
         }
     }
     if (has_lm_head) {
@@ -205,9 +208,13 @@ void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const st
         writer.add(s.name, s.shape, std::span<const W>(stored));
     }
     if constexpr (C::mlp == MlpKind::token_routed) {
-        const std::vector<std::int64_t> table(weights.token_to_expert.begin(), weights.token_to_expert.end());
-        for (int l = 0; l < C::layers; ++l)
-            writer.add("layers." + std::to_string(l) + ".mlp.token_to_expert", {C::vocab}, table);
+        for (int l = 0; l < C::layers; ++l) {
+            const auto& routes = weights.layers[static_cast<std::size_t>(l)].routes;
+            const detail::RoutingNames n{layer_prefix(l)};
+            const std::vector<std::int64_t> all(routes.begin(), routes.end());
+            writer.add(n.primary(), {C::vocab}, std::span<const std::int64_t>(all).first(C::vocab));
+            if constexpr (C::top_k > 1) writer.add(n.top_k(), {C::top_k, C::vocab}, std::span<const std::int64_t>(all));
+        }
     }
     if (max_shard_bytes > 0) writer.write_sharded(dir, max_shard_bytes);
     else writer.write(dir / io::single_checkpoint_file);

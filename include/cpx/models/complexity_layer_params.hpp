@@ -183,9 +183,12 @@ struct RoutedExpertParams {
     }
 };
 
-/// The token-routed MLP: expert e(t) = token_to_expert[t] plus the shared
-/// expert. The routing table is not part of it (a model shares one table
-/// across its layers): pass a TokenRouting to the layer.
+/// The token-routed MLP: top_k experts per token from this layer's routing
+/// table plus the shared expert, and with use_shared_routed_gates the two
+/// learned scalar gates (mlp.shared_output_gate, mlp.routed_output_gate,
+/// shape []). The routing table is an integer buffer, not a parameter: the
+/// model keeps it per layer (ComplexityWeights::Layer::routes) and passes it
+/// to the layer.
 template <ComplexityConfigType C, class W = float>
 struct TokenRoutedMlpParams : RoutedExpertParams<C, W> {
     static_assert(C::mlp == MlpKind::token_routed, "TokenRoutedMlpParams needs mlp = MlpKind::token_routed");
@@ -193,11 +196,25 @@ struct TokenRoutedMlpParams : RoutedExpertParams<C, W> {
     using weight_type = W;
     using View = cpu::TokenRoutedMlpWeights<C, W>;
 
-    View view() const { return {this->experts(), this->shared_expert()}; }
+    float shared_output_gate = static_cast<float>(C::dims.shared_gate_init);
+    float routed_output_gate = static_cast<float>(C::dims.routed_gate_init);
+
+    View view() const {
+        if constexpr (C::learned_gates)
+            return {this->experts(), this->shared_expert(), shared_output_gate, routed_output_gate};
+        else
+            return {this->experts(), this->shared_expert()};
+    }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
         RoutedExpertParams<C, W>::add_slots(self, out, layer, /*fused=*/false);
+        if constexpr (C::learned_gates) {
+            out.vector(layer + "mlp.shared_output_gate", {}, &self.shared_output_gate, 1,
+                       static_cast<float>(C::dims.shared_gate_init));
+            out.vector(layer + "mlp.routed_output_gate", {}, &self.routed_output_gate, 1,
+                       static_cast<float>(C::dims.routed_gate_init));
+        }
     }
 };
 

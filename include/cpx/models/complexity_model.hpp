@@ -62,7 +62,8 @@ public:
     using Tokens = TokenSpan;
 
     explicit ComplexityModel(Weights weights) : weights_(std::move(weights)), attention_(make_attention()) {
-        if constexpr (C::mlp == MlpKind::token_routed) (void)weights_.routing();  // validates the table once
+        if constexpr (C::mlp == MlpKind::token_routed)
+            for (int l = 0; l < C::layers; ++l) (void)weights_.routing(l);  // validates every table once
     }
 
     const Weights& weights() const { return weights_; }
@@ -202,7 +203,7 @@ private:
             if constexpr (C::routed)
                 if (expert_load_) counts = expert_load_->tokens[l];
             if constexpr (C::mlp == MlpKind::token_routed)
-                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing(), h, counts);
+                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing(l), h, counts);
             else if constexpr (C::mlp == MlpKind::learned_router)
                 mlp_.forward(weights_.learned_router_mlp(l), m, h, counts);
             else
@@ -266,13 +267,13 @@ private:
         else return Attention();
     }
 
-    /// The weights' table, validated by the constructor (the weights are not
+    /// Layer l's table, validated by the constructor (the weights are not
     /// mutable through the model). A view made per call, never stored, so
     /// that copies and moves of the model cannot point at another's table.
-    TokenRouting routing() const
+    TopKRouting routing(int l) const
         requires(C::mlp == MlpKind::token_routed)
     {
-        return TokenRouting::prevalidated(weights_.token_to_expert, C::experts);
+        return TopKRouting::prevalidated(weights_.layers[static_cast<std::size_t>(l)].routes, C::top_k, C::experts);
     }
 
     Weights weights_;

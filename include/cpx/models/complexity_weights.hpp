@@ -36,6 +36,7 @@
 #include "cpx/models/tensor_slot.hpp"
 #include "cpx/router/modulo_routing.hpp"
 #include "cpx/router/token_routing.hpp"
+#include "cpx/router/top_k_routing.hpp"
 
 namespace cpx {
 
@@ -72,27 +73,29 @@ struct ComplexityWeights {
         AttentionParams attention;
         MlpParams mlp;
         [[no_unique_address]] MuParams mu_guidance;
+        /// Token-routed models: this layer's routing table [top_k, V], route r
+        /// of token t at r * V + t (mlp.topk_token_to_expert, or built from
+        /// mlp.token_to_expert by the cyclic rule). Empty otherwise.
+        std::vector<std::int32_t> routes;
     };
 
     cpu::AlignedVector<W> embed_tokens;  // [V, d]
     cpu::AlignedVector<float> norm;      // [d]
     cpu::AlignedVector<float> mu_init;   // [d] (mu models)
     std::vector<Layer> layers;
-    /// [V] (token-routed models). A default-constructed or random() model
-    /// routes token t to expert t mod E; the example programs and checkpoints
-    /// replace it (with the build-time balanced table or the checkpoint's own).
-    std::vector<std::int32_t> token_to_expert;
 
-    /// Every tensor allocated, zero-filled (routing table: t mod E).
+    /// Every tensor allocated, zero-filled; every layer routes token t to
+    /// experts (t mod E + r) mod E, r < top_k. The example programs and
+    /// checkpoints replace the tables (set_routing, set_layer_routes).
     ComplexityWeights()
         : embed_tokens(static_cast<std::size_t>(C::vocab) * d), norm(d, 0.0f), layers(C::layers) {
         if constexpr (C::use_mu) mu_init.assign(d, 0.0f);
         if constexpr (C::mlp == MlpKind::token_routed)
-            token_to_expert = router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
+            set_routing(router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts));
     }
 
     /// The initialisation of docs/MODELS.md §11, each tensor from its own seeded
-    /// stream named after it. The routing table is left as it is (t mod E).
+    /// stream named after it. The routing tables are left as they are.
     static ComplexityWeights random(std::uint64_t seed) {
         ComplexityWeights w;
         w.initialize(seed);
@@ -102,7 +105,7 @@ struct ComplexityWeights {
     void initialize(std::uint64_t seed) { initialize_slots(slots(), seed); }
 
     /// The checkpoint tensors this model holds, in the framework's names and
-    /// shapes (token_to_expert, an int64 buffer, is separate: routing()).
+    /// shapes (the routing tables, integer buffers, are separate: routing()).
     std::vector<TensorSlot<W>> slots() { return build_slots(*this); }
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
@@ -130,11 +133,64 @@ private:
 public:
     // ---- non-owning views for the layers
 
-    /// The routing table, validated (every entry in [0, E)).
-    TokenRouting routing() const
+    // ---- routing tables (token-routed models)
+
+    /// Every layer routes by one primary table [V] and the cyclic rule
+    /// (route r = (primary + r) mod E): the paper's models (top_k = 1, one
+    /// table for all layers) and checkpoints that store only the primary route.
+    void set_routing(std::span<const std::int32_t> primary)
         requires(C::mlp == MlpKind::token_routed)
     {
-        return TokenRouting(token_to_expert, C::experts);
+        require<InputError>(primary.size() == static_cast<std::size_t>(C::vocab), "routing table has ",
+                            primary.size(), " entries for a vocabulary of ", C::vocab);
+        (void)TokenRouting(primary, C::experts);  // validates every entry
+        const std::vector<std::int32_t> table = router::cyclic_routes(primary, C::top_k, C::experts);
+        for (Layer& l : layers) l.routes = table;
+    }
+
+    /// Layer `layer` routes by `table` [top_k, V] (validated).
+    void set_layer_routes(int layer, std::span<const std::int32_t> table)
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        require<InputError>(layer >= 0 && layer < C::layers, "set_layer_routes: layer ", layer, " outside [0, ",
+                            C::layers, ")");
+        require<InputError>(table.size() == static_cast<std::size_t>(C::top_k) * C::vocab, "layer ", layer,
+                            ": a routing table of ", table.size(), " entries, expected top_k x vocab = ", C::top_k,
+                            " x ", C::vocab);
+        (void)TopKRouting(table, C::top_k, C::experts);
+        layers[static_cast<std::size_t>(layer)].routes.assign(table.begin(), table.end());
+    }
+
+    /// Layer i's routing table, validated (every entry in [0, E)).
+    TopKRouting routing(int i) const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        return TopKRouting(layer(i).routes, C::top_k, C::experts);
+    }
+
+    /// Layer i's primary route [V] (route 0).
+    std::span<const std::int32_t> primary_routes(int i) const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        return std::span<const std::int32_t>(layer(i).routes).first(static_cast<std::size_t>(C::vocab));
+    }
+
+    /// Whether every layer has the same table (the paper's models).
+    bool routes_shared_by_layers() const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        for (const Layer& l : layers)
+            if (l.routes != layers.front().routes) return false;
+        return true;
+    }
+
+    /// Whether every layer's table is the cyclic extension of its primary route.
+    bool routes_cyclic() const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        for (int i = 0; i < C::layers; ++i)
+            if (layer(i).routes != router::cyclic_routes(primary_routes(i), C::top_k, C::experts)) return false;
+        return true;
     }
 
     /// The attention weights of layer i: MuGqaAttentionWeights, or
@@ -192,7 +248,7 @@ ComplexityWeights<C, To> convert_weights(const ComplexityWeights<C, From>& from)
             dst[i].assign(values);
         }
     }
-    to.token_to_expert = from.token_to_expert;
+    for (std::size_t i = 0; i < to.layers.size(); ++i) to.layers[i].routes = from.layers[i].routes;
     return to;
 }
 

@@ -9,7 +9,9 @@
 //                       (its first public version and the learned-router ablation)
 //   per_expert_linear   mlp.experts.{e}.{gate_proj,up_proj}.weight [I_e, d] + down_proj.weight [d, I_e]
 //                       (nn.Linear layout: the pilot and the vLLM plugin)
-// Also the routing table a layer may carry, mlp.token_to_expert [V] (int64 or int32).
+// Also the routing tables a layer may carry (int64 or int32): the primary
+// route mlp.token_to_expert [V] and all routes mlp.topk_token_to_expert
+// [top_k, V] (the authors' later models, docs/MODELS.md §8.5).
 
 #include <cstdint>
 #include <span>
@@ -22,6 +24,7 @@
 #include "cpx/io/checkpoint.hpp"
 #include "cpx/io/checkpoint_validator.hpp"
 #include "cpx/models/complexity_layer_params.hpp"
+#include "cpx/router/top_k_routing.hpp"
 
 namespace cpx {
 
@@ -135,17 +138,78 @@ void read_experts(const io::Checkpoint& ckpt, ExpertLayout layout, const std::st
     for (std::size_t k = 0; k < down.size(); ++k) out.down[k] = from_float<W>(down[k]);
 }
 
-/// The routing table tensor `name` [V] (int64 or int32), every entry checked
-/// to be an expert of [0, E).
+/// Which routing tables a layer of a checkpoint carries.
+enum class LayerRouting { none, primary, top_k };
+
+/// Names of a layer's routing tables; `p` is the layer's prefix.
+struct RoutingNames {
+    std::string p;
+    std::string primary() const { return p + "mlp.token_to_expert"; }      ///< [V], route 0
+    std::string top_k() const { return p + "mlp.topk_token_to_expert"; }   ///< [top_k, V], every route
+};
+
+/// Records with `v` the shape and dtype each routing table of the layer must
+/// have (int64 or int32; [top_k, V] and [V]) and says which it carries.
 template <ComplexityConfigType C>
-std::vector<std::int64_t> read_routing_table(const io::Checkpoint& ckpt, const std::string& name) {
-    std::vector<std::int64_t> table(C::vocab);
-    ckpt.read(name, std::span<std::int64_t>(table));
-    for (int tok = 0; tok < C::vocab; ++tok)
-        if (table[tok] < 0 || table[tok] >= C::experts)
-            raise<FormatError>(ckpt.context(), "tensor '", name, "' routes token ", tok, " to expert ", table[tok],
-                               ", outside [0, ", C::experts, ")");
-    return table;
+LayerRouting expect_routing(const io::Checkpoint& ckpt, io::CheckpointValidator& v, const std::string& p) {
+    const RoutingNames n{p};
+    const auto expect = [&](const std::string& name, std::vector<std::int64_t> shape) {
+        if (v.expect(name, shape)) v.expect_dtype_in(name, {DType::i64, DType::i32});
+    };
+    LayerRouting found = LayerRouting::none;
+    if (ckpt.contains(n.primary())) {
+        expect(n.primary(), {C::vocab});
+        found = LayerRouting::primary;
+    }
+    if (ckpt.contains(n.top_k())) {
+        expect(n.top_k(), {C::top_k, C::vocab});
+        found = LayerRouting::top_k;
+    }
+    return found;
+}
+
+/// The integer table `name` of `count` entries (int64 or int32), every entry
+/// checked to be an expert of [0, E).
+template <ComplexityConfigType C>
+std::vector<std::int32_t> read_expert_ids(const io::Checkpoint& ckpt, const std::string& name, std::size_t count) {
+    std::vector<std::int64_t> ids(count);
+    ckpt.read(name, std::span<std::int64_t>(ids));
+    std::vector<std::int32_t> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        if (ids[i] < 0 || ids[i] >= C::experts)
+            raise<FormatError>(ckpt.context(), "tensor '", name, "' routes token ", i % static_cast<std::size_t>(C::vocab),
+                               count > static_cast<std::size_t>(C::vocab)
+                                   ? " (route " + std::to_string(i / static_cast<std::size_t>(C::vocab)) + ")"
+                                   : std::string(),
+                               " to expert ", ids[i], ", outside [0, ", C::experts, ")");
+        out[i] = static_cast<std::int32_t>(ids[i]);
+    }
+    return out;
+}
+
+/// Layer routing [top_k, V] of a validated layer: its topk_token_to_expert as
+/// stored, or the cyclic rule over its token_to_expert. When a layer carries
+/// both and they disagree on route 0, the top-k table wins (as in the authors'
+/// loader) and a line is added to `notes`.
+template <ComplexityConfigType C>
+std::vector<std::int32_t> read_layer_routes(const io::Checkpoint& ckpt, LayerRouting found, const std::string& p,
+                                            std::vector<std::string>* notes = nullptr) {
+    const RoutingNames n{p};
+    const auto vocab = static_cast<std::size_t>(C::vocab);
+    if (found == LayerRouting::top_k) {
+        std::vector<std::int32_t> table = read_expert_ids<C>(ckpt, n.top_k(), vocab * C::top_k);
+        if (notes && ckpt.contains(n.primary())) {
+            const std::vector<std::int32_t> primary = read_expert_ids<C>(ckpt, n.primary(), vocab);
+            std::size_t differ = 0;
+            for (std::size_t t = 0; t < vocab; ++t) differ += primary[t] != table[t] ? 1 : 0;
+            if (differ)
+                notes->push_back("'" + n.primary() + "' differs from route 0 of '" + n.top_k() + "' for " +
+                                 std::to_string(differ) + " tokens; the top-k table is used");
+        }
+        return table;
+    }
+    require<InputError>(found == LayerRouting::primary, "read_layer_routes: the layer carries no routing table");
+    return router::cyclic_routes(read_expert_ids<C>(ckpt, n.primary(), vocab), C::top_k, C::experts);
 }
 
 }  // namespace detail

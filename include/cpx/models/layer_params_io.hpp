@@ -6,7 +6,7 @@
 //
 //   auto mlp = cpx::random_layer<cpx::TokenRoutedMlpParams<C>>(seed);        // as layer 0 of random(seed)
 //   auto mlp = cpx::load_layer<cpx::TokenRoutedMlpParams<C>>("run2", 5);     // layers.5.mlp.* of a checkpoint
-//   auto table = cpx::load_layer_routing<C>("run2", 5);                      // layers.5.mlp.token_to_expert
+//   auto table = cpx::load_layer_routing<C>("run2", 5);                      // layer 5's [top_k, V] routes
 //
 // Both walk the layer's slots, so they use the names, shapes and seeded
 // streams of the whole model: random_layer<P>(seed, i) equals layer i of
@@ -96,8 +96,9 @@ P load_layer(const std::filesystem::path& path, int layer) {
     return params;
 }
 
-/// The routing table layer `layer` of a token-routed checkpoint carries
-/// (layers.{i}.mlp.token_to_expert), every entry checked.
+/// The routing table [top_k, V] of layer `layer` of a token-routed
+/// checkpoint: its mlp.topk_token_to_expert, or its mlp.token_to_expert
+/// extended by the cyclic rule; every entry checked.
 template <ComplexityConfigType C>
 std::vector<std::int32_t> load_layer_routing(const std::filesystem::path& path, int layer)
     requires(C::mlp == MlpKind::token_routed)
@@ -106,20 +107,24 @@ std::vector<std::int32_t> load_layer_routing(const std::filesystem::path& path, 
                         C::layers, ")");
     detail::check_layer_config<C>(path);
     const io::Checkpoint ckpt = io::Checkpoint::open(path);
-    const std::string name = detail::layer_key_prefix(ckpt, layer) + layer_prefix(layer) + "mlp.token_to_expert";
+    const std::string p = detail::layer_key_prefix(ckpt, layer) + layer_prefix(layer);
     io::CheckpointValidator v(ckpt);
-    if (v.expect(name, {C::vocab})) v.expect_dtype_in(name, {DType::i64, DType::i32});
+    const detail::LayerRouting found = detail::expect_routing<C>(ckpt, v, p);
+    if (found == detail::LayerRouting::none)
+        v.note("missing tensor '" + detail::RoutingNames{p}.primary() + "' (or '" + detail::RoutingNames{p}.top_k() +
+               "')");
     v.throw_if_errors("routing table of layer " + std::to_string(layer));
-    const std::vector<std::int64_t> table = detail::read_routing_table<C>(ckpt, name);
-    return std::vector<std::int32_t>(table.begin(), table.end());
+    return detail::read_layer_routes<C>(ckpt, found, p);
 }
 
-/// The table a model without a checkpoint routes by: token t to expert t mod E.
+/// The table [top_k, V] a model without a checkpoint routes by: token t to
+/// experts (t mod E + r) mod E, r < top_k.
 template <ComplexityConfigType C>
 std::vector<std::int32_t> modulo_routing()
     requires(C::mlp == MlpKind::token_routed)
 {
-    return router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
+    return router::cyclic_routes(router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts), C::top_k,
+                                 C::experts);
 }
 
 }  // namespace cpx

@@ -106,4 +106,22 @@ constexpr BalanceSummary balance_summary(std::span<const std::uint64_t> counts,
     return balance_report(counts, token_to_expert, experts).summary;
 }
 
+/// Reports of each route of a [top_k, V] table (route r at r * V): with top-k
+/// routing every route carries one weighted copy of each token, so each must
+/// be balanced on its own. The cyclic extension of a table (route r =
+/// (primary + r) mod n) relabels the experts of the primary, so every route
+/// has the primary's figures.
+constexpr std::vector<BalanceReport> route_balance_reports(std::span<const std::uint64_t> counts,
+                                                          std::span<const std::int32_t> routes, int top_k,
+                                                          int experts) {
+    if (top_k < 1 || routes.size() != counts.size() * static_cast<std::size_t>(top_k))
+        raise<ShapeError>("balance report: ", routes.size(), " route entries for ", top_k, " routes of ", counts.size(),
+                          " token ids");
+    std::vector<BalanceReport> out;
+    for (int r = 0; r < top_k; ++r)
+        out.push_back(balance_report(counts, routes.subspan(static_cast<std::size_t>(r) * counts.size(), counts.size()),
+                                     experts));
+    return out;
+}
+
 }  // namespace cpx::router
