@@ -8,17 +8,21 @@
 #                         [NAME <identifier>]     # default: token_routing
 #                         [NAMESPACE <ns>]        # default: cpx_routing
 #                         [REQUIRE <count_balance|load_bound>...]
-#                         [MAX_LOAD_RATIO <x>])
+#                         [MAX_LOAD_RATIO <x>]
+#                         [TOP_K <k>])            # k routes per token (default 1)
 #
 # At build time a small generator (tools/cpx_routing_table.cpp, compiled once per
 # project from cpx's own headers) computes the routing and writes
 #   <NAME>.hpp        struct <NAMESPACE>::<NAME> { vocab, experts, algorithm,
-#                     token_to_expert (constexpr std::array<int32_t, V>), routing() }
+#                     token_to_expert (constexpr std::array<int32_t, V>), routing(),
+#                     top_k, top_k_routing(), and for TOP_K > 1 routes [k, V]:
+#                     route r = (token_to_expert + r) mod n, k distinct experts per token }
 #   <NAME>_check.cpp  static_asserts over the finished table, recomputed by the
 #                     compiler with the same constexpr balance report: every id
 #                     has an expert, the algorithm's guarantees (count balance for
 #                     balanced/modulo/contiguous, the Theorem 4.2 load bound for
-#                     greedy/balanced), plus REQUIRE and MAX_LOAD_RATIO.
+#                     greedy/balanced), plus REQUIRE and MAX_LOAD_RATIO, for every
+#                     route, and that a token's routes are distinct.
 # The check is compiled as an object library that <target> depends on, so a
 # table that violates a bound fails the build with the static_assert message,
 # and only once however many files include the header. <target> gets the
@@ -42,7 +46,7 @@ endif()
 
 function(cpx_add_routing_table)
     cmake_parse_arguments(PARSE_ARGV 0 arg ""
-        "TARGET;TABLE;VOCAB;EXPERTS;ALGORITHM;NAME;NAMESPACE;MAX_LOAD_RATIO" "REQUIRE")
+        "TARGET;TABLE;VOCAB;EXPERTS;ALGORITHM;NAME;NAMESPACE;MAX_LOAD_RATIO;TOP_K" "REQUIRE")
     set(_fn "cpx_add_routing_table")
     if(arg_UNPARSED_ARGUMENTS)
         message(FATAL_ERROR "${_fn}: unexpected arguments: ${arg_UNPARSED_ARGUMENTS}")
@@ -103,6 +107,12 @@ function(cpx_add_routing_table)
     endif()
     if(DEFINED arg_MAX_LOAD_RATIO)
         list(APPEND _gen_args --max-load-ratio ${arg_MAX_LOAD_RATIO})
+    endif()
+    if(DEFINED arg_TOP_K)
+        if(NOT arg_TOP_K MATCHES "^[1-9][0-9]*$" OR arg_TOP_K GREATER arg_EXPERTS)
+            message(FATAL_ERROR "${_fn}: TOP_K must be an integer from 1 to EXPERTS (${arg_EXPERTS}), got '${arg_TOP_K}'")
+        endif()
+        list(APPEND _gen_args --top-k ${arg_TOP_K})
     endif()
 
     # The generator: one per project, built from the same headers as the library.

@@ -5,7 +5,9 @@
 
 #include <cpx/io/frequency_table.hpp>
 #include <cpx/router/compute_routing.hpp>
+#include <cpx/router/balance_report.hpp>
 #include <cpx/router/token_routing.hpp>
+#include <cpx/router/top_k_routing.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "text_balanced.hpp"
 #include "text_greedy.hpp"
 #include "zipf_balanced.hpp"
+#include "zipf_balanced_top3.hpp"
 #include "zipf_modulo.hpp"
 
 using namespace cpx_test::routing;
@@ -72,4 +75,31 @@ TEST_CASE("balanced and modulo tables from a float32 .npy Zipf table: build time
 
 TEST_CASE("contiguous table without a frequency table: build time equals run time") {
     check_same_as_runtime<contiguous_no_table>(Counts(1000, 0));
+}
+
+TEST_CASE("a top-k table at build time: k distinct experts per token, every route as balanced as the primary") {
+    using G = zipf_balanced_top3;
+    static_assert(G::top_k == 3 && G::routes.size() == 3 * G::vocab);
+    static_assert(zipf_balanced::top_k == 1);
+    const Counts counts = cpx::io::read_frequency_table(zipf_table, 1000);
+    check_same_as_runtime<G>(counts);
+    const Table primary(G::token_to_expert.begin(), G::token_to_expert.end());
+    CHECK(Table(G::routes.begin(), G::routes.end()) == cpx::router::cyclic_routes(primary, 3, G::experts));
+    CHECK(cpx::router::tokens_with_repeated_routes(G::routes, 3) == 0);
+    const cpx::TopKRouting view = G::top_k_routing();
+    CHECK(view.top_k() == 3);
+    CHECK(view.expert_of(17, 2) == (G::token_to_expert[17] + 2) % G::experts);
+    // Each route spreads ids and frequency mass exactly as the primary does, experts relabelled.
+    const auto reports = cpx::router::route_balance_reports(counts, G::routes, 3, G::experts);
+    REQUIRE(reports.size() == 3);
+    for (int r = 1; r < 3; ++r) {
+        CHECK(reports[r].summary.load_spread() == reports[0].summary.load_spread());
+        CHECK(reports[r].summary.counts_balanced());
+        CHECK(reports[r].summary.within_load_bound());
+        for (int e = 0; e < G::experts; ++e)
+            CHECK(reports[r].loads[static_cast<std::size_t>(e)] ==
+                  reports[0].loads[static_cast<std::size_t>((e - r + G::experts) % G::experts)]);
+    }
+    CHECK_THROWS_AS((void)cpx::router::route_balance_reports(counts, G::token_to_expert, 3, G::experts),
+                    cpx::ShapeError);
 }
