@@ -6,9 +6,11 @@
 //     token, each output multiplied by the token's 0/1 mask and summed;
 // the 187M pair (run2 token-routed vs run1 dense, I = 2416), the scaling with
 // the expert count at a fixed active width (experts of 800 + shared 800), and
-// PRISM's GPT-2 GELU MLP. FLOPs are the useful work of the constexpr counts
-// (one expert + shared per token), for the masked dispatch too: its fraction
-// of the ceiling shows the waste.
+// PRISM's GPT-2 GELU MLP; the authors' later top-k routing at 384M shapes
+// (top-1, top-2, top-4 of 4 experts, routed work alone) and their tr-moe-306 /
+// dense-306 pair. FLOPs are the useful work of the constexpr counts (top_k
+// experts + shared per token), for the masked dispatch too: its fraction of
+// the ceiling shows the waste.
 #include "bench_support.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -17,6 +19,8 @@
 #include <cpx/cpu/learned_router_mlp.hpp>
 #include <cpx/cpu/swiglu_mlp.hpp>
 #include <cpx/cpu/token_routed_mlp.hpp>
+#include <cpx/router/modulo_routing.hpp>
+#include <cpx/router/top_k_routing.hpp>
 
 #include <cmath>
 #include <string>
@@ -42,6 +46,15 @@ using Routed800 = ComplexityConfig<ComplexityDims{
     .intermediate_size = 800 * E, .vocab_size = 32000, .max_position_embeddings = 4096,
     .mlp = MlpKind::token_routed, .num_experts = E, .shared_expert = true}>;
 
+/// The 384M model's experts (4 of 800) taking K routes per token, without the
+/// shared expert: the routed work alone, which top-k multiplies by K.
+template <int K>
+using RoutedOnly384M = ComplexityConfig<ComplexityDims{
+    .hidden_size = 1024, .num_hidden_layers = 20, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .intermediate_size = 3200, .vocab_size = 32000, .max_position_embeddings = 4096,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = false, .use_mu_guidance = false,
+    .top_k = K}>;
+
 std::string suffix(index_t tokens, int threads) {
     return "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(threads);
 }
@@ -66,25 +79,27 @@ struct RoutedWeights {
     std::vector<float> shared_gate_up = bench::normal_vector<float>(static_cast<std::size_t>(2 * is * d), 0.02, 3);
     std::vector<float> shared_down = bench::normal_vector<float>(static_cast<std::size_t>(d * is), 0.02, 4);
     std::vector<float> router = bench::normal_vector<float>(static_cast<std::size_t>(e * d), 0.02, 5);
-    std::vector<std::int32_t> table = [] {
-        std::vector<std::int32_t> t(vocab);
-        for (int i = 0; i < vocab; ++i) t[static_cast<std::size_t>(i)] = i % static_cast<int>(e);
-        return t;
-    }();
+    /// t mod E, and routes r = (t mod E + r) mod E for top-k configurations.
+    std::vector<std::int32_t> table =
+        router::cyclic_routes(router::modulo_routing(vocab, static_cast<int>(e)), C::top_k, static_cast<int>(e));
 
     cpu::ExpertWeights<float> experts() const { return {gate_up.data(), down.data(), C::experts, d, ie}; }
     cpu::SwiGluWeights<float> shared() const {
         return {cpu::rows_of(shared_gate_up.data(), 2 * is, d), cpu::rows_of(shared_down.data(), d, is)};
     }
-    TokenRouting routing() const { return TokenRouting(table, C::experts); }
+    TopKRouting routing() const { return TopKRouting(table, C::top_k, C::experts); }
 };
 
-/// GEMM shapes of a routed MLP over T rows: shared expert on all, each expert on T/E.
+/// GEMM shapes of a routed MLP over T rows: shared expert on all, each expert on T * top_k / E.
 template <ComplexityConfigType C>
 std::vector<Gemm> routed_gemms(double t) {
-    const double e = C::experts;
-    std::vector<Gemm> g{{t, 2.0 * C::shared_width, C::hidden}, {t, C::hidden, double(C::shared_width)},
-                        {t / e, 2.0 * C::expert_width, C::hidden, e}, {t / e, C::hidden, double(C::expert_width), e}};
+    const double e = C::experts, per_expert = t * C::top_k / e;
+    std::vector<Gemm> g{{per_expert, 2.0 * C::expert_width, C::hidden, e},
+                        {per_expert, C::hidden, double(C::expert_width), e}};
+    if constexpr (C::has_shared_expert) {
+        g.push_back({t, 2.0 * C::shared_width, C::hidden});
+        g.push_back({t, C::hidden, double(C::shared_width)});
+    }
     if constexpr (C::mlp == MlpKind::learned_router) g.push_back({t, e, C::hidden});
     return g;
 }
@@ -106,7 +121,7 @@ void token_routed(const std::string& name, index_t tokens, int threads) {
         bench::set_threads(threads);
         const RoutedWeights<C> rw;
         const cpu::TokenRoutedMlpWeights<C, float> w{rw.experts(), rw.shared()};
-        const TokenRouting routing = rw.routing();
+        const TopKRouting routing = rw.routing();
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * C::hidden), 1.0, 6);
         const auto ids = random_tokens(tokens);
         std::vector<float> residual(x.size(), 0.0f);
@@ -129,7 +144,7 @@ void masked_dispatch(const std::string& name, index_t tokens, int threads) {
         const RoutedWeights<C> rw;
         const auto experts = rw.experts();
         const auto shared = rw.shared();
-        const TokenRouting routing = rw.routing();
+        const TokenRouting routing = rw.routing().route(0);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 6);
         const auto ids = random_tokens(tokens);
         std::vector<float> residual(x.size(), 0.0f), mask(static_cast<std::size_t>(tokens));
@@ -257,6 +272,17 @@ void register_all() {
     experts_scaling<4>(2048);
     experts_scaling<8>(2048);
     experts_scaling<16>(2048);
+    // The authors' later top-k routing: the routed work grows with K, not with E.
+    for (index_t tokens : {512, 2048}) {
+        token_routed<RoutedOnly384M<1>>("routed_only_384M/top_k:1", tokens, 2);
+        token_routed<RoutedOnly384M<2>>("routed_only_384M/top_k:2", tokens, 2);
+        token_routed<RoutedOnly384M<4>>("routed_only_384M/top_k:4", tokens, 2);
+    }
+    // Their matched 306.5M pair: shared 3840 + 2 of 4 experts of 64 vs dense 4096.
+    for (index_t tokens : {1, 512}) {
+        token_routed<presets::TrMoe306>("tr-moe-306", tokens, 2);
+        dense<presets::Dense306>("dense-306", tokens, 2);
+    }
     for (index_t tokens : {512, 2048}) gelu(tokens, 2);
     gelu(2048, 1);
 }

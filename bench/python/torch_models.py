@@ -117,6 +117,15 @@ class ComplexityDeep:
         self.mlp_type = c.get("mlp_type", "token_routed")
         self.use_mu = c.get("use_mu_guidance", True)
         self.E = c.get("num_experts", 1)
+        self.shared_expert = c.get("shared_expert", True)
+        # The later models' MLP (docs/MODELS.md §8.5): top_k routes, route weights, scales or gates.
+        self.top_k = c.get("top_k") or 1
+        pw = c.get("top_k_primary_weight")
+        pw = 1.0 if self.top_k == 1 else min(1.0, max(0.0, 0.95 if pw is None else pw))
+        self.route_weights = [pw] + ([(1.0 - pw) / (self.top_k - 1)] * (self.top_k - 1) if self.top_k > 1 else [])
+        self.gates = bool(c.get("use_shared_routed_gates", False)) and self.shared_expert
+        self.shared_scale = c.get("shared_output_scale", 1.0)
+        self.routed_scale = c.get("routed_output_scale", 1.0)
         self.t = {k[len("model.") :] if k.startswith("model.") else k: v for k, v in tensors.items()}
 
     def w(self, name):
@@ -151,29 +160,41 @@ class ComplexityDeep:
             return (F.silu(x @ self.w(p + "gate_proj.weight").T) * (x @ self.w(p + "up_proj.weight").T)) @ self.w(
                 p + "down_proj.weight"
             ).T
-        shared = (F.silu(x @ self.w(p + "shared_gate.weight").T) * (x @ self.w(p + "shared_up.weight").T)) @ self.w(
-            p + "shared_down.weight"
-        ).T
+        shared = torch.zeros_like(x)
+        if self.shared_expert:
+            shared = (F.silu(x @ self.w(p + "shared_gate.weight").T) * (x @ self.w(p + "shared_up.weight").T)) @ self.w(
+                p + "shared_down.weight"
+            ).T
         if p + "gate_up_proj" in self.t:  # fused layout [E, d, 2 I_e]: gate columns, then up columns
             fused = self.w(p + "gate_up_proj")
             half = fused.shape[-1] // 2
             gate, up, down = fused[..., :half], fused[..., half:], self.w(p + "down_proj")
         else:
             gate, up, down = self.w(p + "gate_proj_w"), self.w(p + "up_proj_w"), self.w(p + "down_proj_w")
-        routed = torch.zeros_like(x)
-        if self.mlp_type == "token_routed":
-            experts = self.w(p + "token_to_expert")[tokens]
-            scale = torch.ones(x.shape[0])
-        else:  # learned router, top-1, soft-gated
+
+        def experts_of(experts, scale):
+            out = torch.zeros_like(x)
+            for e in range(self.E):
+                rows = experts == e
+                if rows.any():
+                    xe = x[rows]
+                    out[rows] = ((F.silu(xe @ gate[e]) * (xe @ up[e])) @ down[e]) * scale[rows, None]
+            return out
+
+        if self.mlp_type != "token_routed":  # learned router, top-1, soft-gated
             probs = torch.softmax(x @ self.w(p + "router.weight").T, -1)
             experts = probs.argmax(-1)
-            scale = probs.gather(-1, experts[:, None])[:, 0]
-        for e in range(self.E):
-            rows = experts == e
-            if rows.any():
-                xe = x[rows]
-                routed[rows] = ((F.silu(xe @ gate[e]) * (xe @ up[e])) @ down[e]) * scale[rows, None]
-        return routed + shared
+            return experts_of(experts, probs.gather(-1, experts[:, None])[:, 0]) + shared
+        if p + "topk_token_to_expert" in self.t:
+            routes = self.w(p + "topk_token_to_expert")[:, tokens]
+        else:  # only the primary route stored: route r = (primary + r) mod E
+            primary = self.w(p + "token_to_expert")[tokens]
+            routes = torch.stack([(primary + r) % self.E for r in range(self.top_k)])
+        ones = torch.ones(x.shape[0])
+        routed = sum(w * experts_of(routes[r], ones) for r, w in enumerate(self.route_weights))
+        if self.gates:
+            return self.w(p + "shared_output_gate") * shared + self.w(p + "routed_output_gate") * routed
+        return self.routed_scale * routed + self.shared_scale * shared
 
     def forward(self, tokens):
         tokens = torch.as_tensor(tokens, dtype=torch.int64)
