@@ -93,12 +93,11 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
         const io::ComplexityJsonConfig config = io::check_config_file<C>(config_path);
         for (const auto& entry : config.unrecognized.as_object()) found.config_keys_not_interpreted.push_back(entry.first);
         found.config_checked = true;
+        found.routing_strategy = config.routing_strategy;
     } else if (options.require_config && fs::is_directory(path, ec)) {
         raise<FormatError>("checkpoint directory '", path.string(), "' has no config.json");
     }
-    std::optional<std::string> strategy;
-    if (found.config_checked) strategy = io::read_complexity_config(config_path).routing_strategy;
-    found.routing_strategy = strategy;
+    const std::optional<std::string>& strategy = found.routing_strategy;
     const io::Checkpoint ckpt = io::Checkpoint::open(path);
     if (!ckpt.contains("embed_tokens.weight") && ckpt.contains("model.embed_tokens.weight")) found.prefix = "model.";
     const std::string& pre = found.prefix;
