@@ -100,6 +100,14 @@ std::vector<double> reference_mlp(const ReferenceWeights& w, const std::string& 
             u.assign(gu.begin() + I, gu.end());
             return expert_matmul(w[p + "mlp.down_proj"], e, swiglu(g, u), d);
         };
+        std::vector<double> shared(d, 0.0);  // the shared expert (zero without one)
+        if constexpr (C::has_shared_expert) {
+            const std::size_t S = C::shared_width;
+            shared = linear(w[p + "mlp.shared_down.weight"],
+                            swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
+                                   linear(w[p + "mlp.shared_up.weight"], x, S)),
+                            d);
+        }
         if constexpr (C::mlp == MlpKind::token_routed) {
             // The later models' MLP (docs/MODELS.md §8.5), which with top_k = 1 and
             // unit scales is the paper's Expert_{e(t)}(x) + Shared(x).
@@ -118,14 +126,6 @@ std::vector<double> reference_mlp(const ReferenceWeights& w, const std::string& 
             const double pw = k == 1 ? 1.0 : std::clamp(given < 0 ? 0.95 : given, 0.0, 1.0);
             std::vector<double> routed(d, 0.0);
             for (int r = 0; r < k; ++r) add(routed, expert(routes[r]), r == 0 ? pw : (1.0 - pw) / (k - 1));
-            std::vector<double> shared(d, 0.0);
-            if constexpr (C::has_shared_expert) {
-                const std::size_t S = C::shared_width;
-                shared = linear(w[p + "mlp.shared_down.weight"],
-                                swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
-                                       linear(w[p + "mlp.shared_up.weight"], x, S)),
-                                d);
-            }
             const bool gates = C::dims.use_shared_routed_gates;
             const double gs = gates ? w[p + "mlp.shared_output_gate"][0] : C::dims.shared_output_scale;
             const double gr = gates ? w[p + "mlp.routed_output_gate"][0] : C::dims.routed_output_scale;
@@ -138,13 +138,7 @@ std::vector<double> reference_mlp(const ReferenceWeights& w, const std::string& 
             for (double v : z) sum += std::exp(v - mx);
             const int e = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
             add(y, expert(e), std::exp(z[e] - mx) / sum);
-            if constexpr (C::has_shared_expert) {
-                const std::size_t S = C::shared_width;
-                add(y, linear(w[p + "mlp.shared_down.weight"],
-                              swiglu(linear(w[p + "mlp.shared_gate.weight"], x, S),
-                                     linear(w[p + "mlp.shared_up.weight"], x, S)),
-                              d));
-            }
+            add(y, shared);
         }
     }
     return y;

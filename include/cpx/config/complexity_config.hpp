@@ -55,6 +55,13 @@ struct ComplexityDims {
     double prism_freq_multiplier = 3.1415926535; ///< only for AttentionKind::prism
 };
 
+/// Whether `d` sets any knob of the authors' later token-routed MLP (docs/MODELS.md §8.5);
+/// with none set it is the paper's MLP.
+constexpr bool uses_later_mlp_knobs(const ComplexityDims& d) {
+    return d.top_k != 1 || d.top_k_primary_weight >= 0.0 || d.routed_output_scale != 1.0 ||
+           d.shared_output_scale != 1.0 || d.use_shared_routed_gates;
+}
+
 /// The compile-time configuration type. Everything a layer needs is a
 /// `static constexpr` member; instantiating it checks every rule.
 template <ComplexityDims D>
@@ -86,14 +93,10 @@ struct ComplexityConfig {
     static_assert(D.shared_intermediate_size >= 0, "shared_intermediate_size must be >= 0 (0 = expert width)");
     static_assert(D.top_k >= 1, "top_k must be at least 1 (each token takes at least one route)");
     static_assert(D.top_k <= D.num_experts, "top_k must not exceed num_experts (a token's routes are distinct experts)");
-    static_assert(D.top_k == 1 || D.mlp == MlpKind::token_routed,
-                  "top_k > 1 is defined for the token_routed MLP only (the learned router is top-1)");
     static_assert(D.top_k_primary_weight < 0.0 || D.top_k_primary_weight <= 1.0,
                   "top_k_primary_weight must be in [0, 1] (or negative for unset: 0.95 when top_k > 1)");
-    static_assert(D.mlp == MlpKind::token_routed ||
-                      (D.top_k_primary_weight < 0.0 && D.routed_output_scale == 1.0 && D.shared_output_scale == 1.0 &&
-                       !D.use_shared_routed_gates),
-                  "route weights, output scales and gates belong to the token_routed MLP");
+    static_assert(D.mlp == MlpKind::token_routed || !uses_later_mlp_knobs(D),
+                  "top_k, route weights, output scales and gates belong to the token_routed MLP");
     static_assert(!D.use_shared_routed_gates || D.shared_expert,
                   "use_shared_routed_gates needs the shared expert (the authors create the gates only with it)");
     static_assert(D.rope_theta > 0.0, "rope_theta must be positive");

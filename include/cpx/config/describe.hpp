@@ -63,8 +63,7 @@ inline std::string describe(const ComplexityDims& d) {
         "shared_expert", d.shared_expert ? "true" : "false")("shared_intermediate_size", d.shared_intermediate_size);
     w("use_mu_guidance", d.use_mu_guidance ? "true" : "false");
     // The later models' MLP knobs, in declaration order, when any departs from the paper's MLP.
-    if (d.top_k != 1 || d.top_k_primary_weight >= 0.0 || d.routed_output_scale != 1.0 || d.shared_output_scale != 1.0 ||
-        d.use_shared_routed_gates) {
+    if (uses_later_mlp_knobs(d)) {
         w("top_k", d.top_k)("top_k_primary_weight", d.top_k_primary_weight)("routed_output_scale",
                                                                              d.routed_output_scale)(
             "shared_output_scale", d.shared_output_scale)("use_shared_routed_gates",

@@ -65,8 +65,10 @@ public:
                             " experts, the configuration ", C::top_k, " to ", C::experts);
         constexpr int k = C::top_k;
         expert_.resize(tokens.size() * k);
-        for (std::size_t r = 0; r < tokens.size(); ++r)
-            for (int j = 0; j < k; ++j) expert_[r * k + j] = routing.checked_expert_of(tokens[r], j);
+        for (std::size_t r = 0; r < tokens.size(); ++r) {
+            expert_[r * k] = routing.checked_expert_of(tokens[r], 0);  // the one vocabulary check
+            for (int j = 1; j < k; ++j) expert_[r * k + j] = routing.expert_of(tokens[r], j);
+        }
         std::span<const float> scale;
         if (route_weight(w, 0) != 1.0f || k > 1) {
             scale_.resize(expert_.size());

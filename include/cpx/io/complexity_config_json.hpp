@@ -222,8 +222,7 @@ ComplexityJsonConfig complexity_json_config() {
     c.shared_expert = d.shared_expert;  // the dense baselines keep the flag they were written with (unused)
     if (C::has_shared_expert && C::shared_width != C::expert_width) c.shared_intermediate_size = C::shared_width;
     // The later models' keys, written when the configuration departs from the paper's MLP.
-    if (C::top_k > 1 || d.top_k_primary_weight >= 0.0 || d.use_shared_routed_gates || d.shared_output_scale != 1.0 ||
-        d.routed_output_scale != 1.0) {
+    if (uses_later_mlp_knobs(d)) {
         c.top_k = C::top_k;
         if (C::top_k > 1) c.top_k_primary_weight = C::primary_weight;
         c.use_shared_routed_gates = d.use_shared_routed_gates;
