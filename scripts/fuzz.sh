@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (tests/fuzz, clang + ASan + UBSan) in build/fuzz
 # and runs each for a while from its seed corpus, with bounded memory.
 #   bash scripts/fuzz.sh                 every target for 300 s
-#   bash scripts/fuzz.sh --seconds 20    every target for 20 s (what CI runs)
+#   bash scripts/fuzz.sh --seconds 15    every target for 15 s (what CI runs)
 #   bash scripts/fuzz.sh --seconds 60 fuzz_json fuzz_npy
 # A crash, a sanitizer report, an invariant failure, a timeout (10 s per input)
 # or more than 2 GiB of memory stops the run with the input saved in

@@ -4,9 +4,11 @@
 #   --bench   also what scripts/bench.sh needs for its plots (python3-matplotlib)
 set -euo pipefail
 
-# python3-torch and python3-numpy: the independent PyTorch reference of the test suite.
+# python3-torch and python3-numpy: the independent PyTorch reference of the test suite;
+# libopenblas0-pthread: an optimised BLAS for it (Debian's torch otherwise runs on the reference BLAS).
+# libpcre2-dev: the tokenizer's regular expressions (cpx::text).
 # clang and libomp-dev: the test suite also builds a consumer project with clang++.
-packages=(cmake make g++ clang libomp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch)
+packages=(cmake make g++ clang libomp-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev libbenchmark-dev python3 python3-numpy python3-torch libopenblas0-pthread libpcre2-dev)
 for arg in "$@"; do
     case "$arg" in
         --bench) packages+=(python3-matplotlib) ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite, as CI does:
 #   1. release build (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU),
-#   2. every fuzz target of tests/fuzz for 20 s (scripts/fuzz.sh),
+#   2. every fuzz target of tests/fuzz for 15 s (scripts/fuzz.sh),
 #   3. AddressSanitizer + UBSan build of the same tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +23,8 @@ cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
-echo "== fuzz targets (libFuzzer, clang + ASan/UBSan), 20 s each; scripts/fuzz.sh runs them longer"
-bash scripts/fuzz.sh --seconds 20
+echo "== fuzz targets (libFuzzer, clang + ASan/UBSan), 15 s each; scripts/fuzz.sh runs them longer"
+bash scripts/fuzz.sh --seconds 15
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan

@@ -1,0 +1,20 @@
+# cpx::text: the tokenizer.json reader (include/cpx/text/), header-only like the rest
+# of cpx, but its regular expressions need PCRE2's 8-bit library (Debian libpcre2-dev).
+# Defines CPX_HAS_TEXT; without PCRE2 only cpx::text is missing.
+include_guard(GLOBAL)
+find_path(CPX_PCRE2_INCLUDE_DIR pcre2.h)
+find_library(CPX_PCRE2_LIBRARY NAMES pcre2-8)
+if(CPX_PCRE2_INCLUDE_DIR AND CPX_PCRE2_LIBRARY)
+    set(CPX_HAS_TEXT ON)
+    if(NOT TARGET cpx_text AND NOT TARGET cpx::text)
+        add_library(cpx_text INTERFACE)
+        add_library(cpx::text ALIAS cpx_text)
+        target_link_libraries(cpx_text INTERFACE cpx::cpx ${CPX_PCRE2_LIBRARY})
+        if(NOT CPX_PCRE2_INCLUDE_DIR STREQUAL "/usr/include")
+            target_include_directories(cpx_text INTERFACE ${CPX_PCRE2_INCLUDE_DIR})
+        endif()
+    endif()
+else()
+    set(CPX_HAS_TEXT OFF)
+    message(STATUS "cpx: PCRE2 not found (Debian: libpcre2-dev): cpx::text, the tokenizer, is not available")
+endif()
