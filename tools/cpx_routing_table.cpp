@@ -35,7 +35,10 @@ constexpr const char* usage =
     "usage: cpx-routing-table --vocab V --experts N --algorithm greedy|balanced|modulo|contiguous\n"
     "         --name IDENT --namespace NS --header OUT.hpp --check OUT.cpp\n"
     "         [--table FILE] [--require count_balance,load_bound] [--max-load-ratio X] [--top-k K]\n"
-    "  --table is required for greedy and balanced (text or .npy frequency table).\n";
+    "         [--list OUT.txt]\n"
+    "  --table is required for greedy and balanced (text or .npy frequency table).\n"
+    "  --list also writes the primary table as text, the expert of token id k on line k + 1\n"
+    "  (for tools outside C++, e.g. a training script that must route as the build does).\n";
 
 bool is_identifier(std::string_view s) {
     if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
@@ -81,7 +84,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 int run(int argc, char** argv) {
     const cpx::tools::Args args(argc, argv, {"table", "vocab", "experts", "algorithm", "name", "namespace", "header",
-                                             "check", "require", "max-load-ratio", "top-k"});
+                                             "check", "require", "max-load-ratio", "top-k", "list"});
     if (!args.positional.empty()) throw UsageError("unexpected argument '" + args.positional[0] + "'");
     const std::size_t vocab = args.positive("vocab", cpx::router::max_routing_vocab);
     const int experts = static_cast<int>(args.positive("experts", 1 << 20));
@@ -216,6 +219,11 @@ int run(int argc, char** argv) {
 
     write_file(header, h.str());
     write_file(check, c.str());
+    if (args.has("list")) {
+        std::ostringstream l;
+        for (const std::int32_t e : table) l << e << '\n';
+        write_file(args.text("list"), l.str());
+    }
     // Token ids per expert is the table's shape; the loads weigh each id by its
     // count in the frequency table (expected tokens per expert on that text).
     std::printf("cpx-routing-table: %s (%s): %zu token ids onto %d experts, %zu..%zu ids per expert; "
