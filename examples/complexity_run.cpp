@@ -6,6 +6,7 @@
 //   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
 //                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16]
 //                           [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
+//                           [--prompt TEXT | --prompt-file FILE] [--eval FILE]   (with DIR/tokenizer.json)
 // The same binary serves a decoder with PRISM attention (TinyComplexityPrism),
 // whose --attention-distance reports signal against noise heads.
 #include <cpx/config/model_counts.hpp>
@@ -57,9 +58,24 @@ cpx::ComplexityWeights<Config, W> make_weights(const Options& o) {
     if (!o.checkpoint.empty()) {
         cpx::CheckpointReport report;
         auto w = cpx::load_complexity_checkpoint<Config, W>(o.checkpoint, &report, routing);
-        std::printf("checkpoint %s: %s routing%s%s\n", o.checkpoint.c_str(),
+        // Whether training routed as this build does: the primary table of every layer against the
+        // build-time one (same frequency table and algorithm give the same table).
+        std::string agreement;
+        if constexpr (Config::mlp == cpx::MlpKind::token_routed) {
+            if (report.routing_from_checkpoint && !routing.empty()) {
+                std::size_t differ = 0;
+                for (int l = 0; l < Config::layers; ++l) {
+                    const auto p = w.primary_routes(l);
+                    for (std::size_t t = 0; t < p.size(); ++t) differ += p[t] != routing[t];
+                }
+                agreement = differ == 0 ? " (equal to the build-time table in every layer)"
+                                        : " (differs from the build-time table in " + std::to_string(differ) +
+                                              " layer-token entries)";
+            }
+        }
+        std::printf("checkpoint %s: %s routing%s%s%s\n", o.checkpoint.c_str(),
                     report.routing_from_checkpoint ? "the checkpoint's" : "the build-time",
-                    report.routing_per_layer ? " (a table per layer)" : "",
+                    report.routing_per_layer ? " (a table per layer)" : "", agreement.c_str(),
                     report.prefix.empty() ? "" : ", keys prefixed 'model.'");
         for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
         cpx_example::warn_config_keys_not_interpreted(report.config_keys_not_interpreted);
@@ -98,7 +114,11 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     return cpx_example::main_of(
         "complexity_run_" CPX_STR(CPX_PRESET), argc, argv, [] { return cpx::io::complexity_config_json<Config>(); },
-        [](const Options& o) {
+        [](Options o) {
+#ifdef CPX_DEFAULT_CHECKPOINT
+            // The preset's trained weights ship with the sources (data/kjv): they are the default.
+            if (o.checkpoint.empty()) o.checkpoint = CPX_DEFAULT_CHECKPOINT;
+#endif
             std::printf("preset %s: %lld parameters, %s weights\n", CPX_STR(CPX_PRESET),
                         static_cast<long long>(cpx::parameter_count<Config>()), o.bf16 ? "bf16" : "fp32");
             return o.bf16 ? run<cpx::bf16>(o) : run<float>(o);

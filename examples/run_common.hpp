@@ -8,11 +8,18 @@
 #include <cpx/io/npy.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>
+#include <cpx/text/tokenizer.hpp>
 
 #include "run_options.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -73,11 +80,84 @@ void report_attention_distance(Model& model, const Options& o) {
                     distance.group_mean(l, heads, heads));
 }
 
-/// The prompt's logits (optionally dumped), then a warm-up and a timed
-/// generation through the KV cache, printed.
+/// The prompt when none is given and the checkpoint has a tokenizer.
+inline constexpr std::string_view default_prompt = "In the beginning";
+
+/// DIR/tokenizer.json of the checkpoint, when there is one.
+inline std::optional<cpx::text::Tokenizer> load_tokenizer(const std::string& checkpoint) {
+    if (checkpoint.empty()) return std::nullopt;
+    const auto path = std::filesystem::path(checkpoint) / "tokenizer.json";
+    if (!std::filesystem::exists(path)) return std::nullopt;
+    return cpx::text::Tokenizer::from_file(path);
+}
+
+/// Token ids of `text` for a model of `vocab` ids: a tokenizer with more ids than the model is an error.
+inline std::vector<std::int64_t> tokenize(const cpx::text::Tokenizer& tok, std::string_view text, int vocab) {
+    const auto ids = tok.encode(text, false);
+    std::vector<std::int64_t> out(ids.begin(), ids.end());
+    for (const auto id : out)
+        cpx::require<cpx::InputError>(id < vocab, tok.source(), " gives token id ", id,
+                                      ", outside the model's vocabulary of ", vocab);
+    return out;
+}
+
+/// --eval: mean cross-entropy (nats per token) and perplexity of the text of `file`, in
+/// non-overlapping windows of the context length, each scoring its tokens 2..n from the
+/// tokens before them in the window (the protocol of scripts/train_kjv.py).
 template <class Model>
-int run_model(Model& model, const Options& o) {
+int evaluate_file(Model& model, const cpx::text::Tokenizer& tok, const std::string& file) {
     using Config = typename Model::Config;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw cpx::InputError("--eval: cannot open " + file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ids = tokenize(tok, text, Config::vocab);
+    const std::size_t window = Config::max_positions;
+    const std::size_t windows = (ids.size() + window - 1) / window;
+    double total = 0.0;
+    std::int64_t scored = 0;
+    for (std::size_t w = 0; w < windows; ++w) {
+        const std::size_t begin = w * window, n = std::min(window, ids.size() - begin);
+        if (n < 2) continue;
+        const std::span<const std::int64_t> input(ids.data() + begin, n - 1);
+        const auto logits = model.forward(input, cpx::LogitsAt::all);
+        for (std::size_t t = 0; t + 1 < n; ++t) {
+            const float* row = logits.data() + t * Config::vocab;
+            const float top = *std::max_element(row, row + Config::vocab);
+            double sum = 0.0;
+            for (int v = 0; v < Config::vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
+            total += std::log(sum) + top - row[ids[begin + t + 1]];
+            ++scored;
+        }
+        if (windows > 1) std::fprintf(stderr, "\reval: window %zu / %zu", w + 1, windows);
+    }
+    if (windows > 1) std::fprintf(stderr, "\n");
+    cpx::require<cpx::InputError>(scored > 0, "--eval: ", file, " has fewer than two tokens");
+    const double ce = total / static_cast<double>(scored);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("eval: %s: %zu tokens, %lld scored in windows of %zu; cross-entropy %.5f nats/token, perplexity %.3f "
+                "(%.1f s)\n", file.c_str(), ids.size(), static_cast<long long>(scored), window, ce, std::exp(ce), seconds);
+    return 0;
+}
+
+/// The prompt's logits (optionally dumped), then a warm-up and a timed
+/// generation through the KV cache, printed; with a tokenizer, text in and out.
+template <class Model>
+int run_model(Model& model, const Options& options) {
+    using Config = typename Model::Config;
+    Options o = options;
+    const auto tokenizer = load_tokenizer(o.checkpoint);
+    if ((o.prompt_given || !o.eval_file.empty()) && !tokenizer)
+        throw UsageError(std::string(o.prompt_given ? "--prompt" : "--eval") + " needs a tokenizer: " +
+                         (o.checkpoint.empty() ? "give --checkpoint DIR with DIR/tokenizer.json"
+                                               : o.checkpoint + "/tokenizer.json does not exist"));
+    if (!o.eval_file.empty()) return evaluate_file(model, *tokenizer, o.eval_file);
+    const bool text_mode = tokenizer && !o.tokens_given;
+    if (text_mode) {
+        if (!o.prompt_given) o.prompt = std::string(default_prompt);
+        o.tokens = tokenize(*tokenizer, o.prompt, Config::vocab);
+        cpx::require<cpx::InputError>(!o.tokens.empty(), "the prompt gives no tokens");
+    }
     if (o.attention_distance) {
         if constexpr (requires(cpx::cpu::AttentionDistance& d) { model.attach(d); })
             report_attention_distance(model, o);
@@ -99,9 +179,21 @@ int run_model(Model& model, const Options& o) {
     cpx::GenerationStats stats;
     // warm_up: the timed prefill excludes one-time costs (starting the thread
     // pool, sizing the workspaces).
+    std::optional<cpx::text::Tokenizer::StreamDecoder> stream;
+    if (text_mode) {
+        stream.emplace(*tokenizer);
+        std::printf("prompt: \"%s\" (%zu tokens)\n", cpx::printable(o.prompt).c_str(), o.tokens.size());
+        std::printf("text:\n%s", cpx::text::repair_utf8(o.prompt).c_str());
+        std::fflush(stdout);
+    }
     const auto out = cpx::generate(model, cache, o.tokens,
                                    {.max_new_tokens = o.generate, .sampling = o.sampling, .warm_up = true,
-                                    .stats = &stats});
+                                    .stats = &stats, .on_token = [&](std::int64_t id) {
+                                        if (!stream) return;
+                                        std::fputs(stream->push(static_cast<std::int32_t>(id)).c_str(), stdout);
+                                        std::fflush(stdout);
+                                    }});
+    if (stream) std::printf("%s\n", stream->finish().c_str());
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
@@ -109,7 +201,7 @@ int run_model(Model& model, const Options& o) {
     std::printf("prompt: %zu token ids:", o.tokens.size());
     for (std::size_t i = 0; i < o.tokens.size(); ++i)
         std::printf("%s%lld", i ? "," : " ", static_cast<long long>(o.tokens[i]));
-    std::printf(" (--tokens to change)\n");
+    std::printf(text_mode ? " (--prompt to change)\n" : " (--tokens to change)\n");
     if (o.sampling.temperature > 0.0f)
         std::printf("decoding: sampling at temperature %g, top-k %d, top-p %g, seed %llu; %d CPU threads\n",
                     static_cast<double>(o.sampling.temperature), o.sampling.top_k, static_cast<double>(o.sampling.top_p),

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <cstdlib>
 #include <string_view>
 
@@ -49,7 +51,19 @@ Options parse(int argc, char** argv, const std::string& program) {
     app.add_option("--seed", o.seed, "seed of the random initialisation and of sampling")
         ->check(non_negative)->capture_default_str();
     std::string tokens = "1,2,3,4,5,6,7,8";
-    app.add_option("--tokens", tokens, "prompt token ids, comma-separated")->type_name("IDS")->capture_default_str();
+    auto* tokens_opt =
+        app.add_option("--tokens", tokens, "prompt token ids, comma-separated")->type_name("IDS")->capture_default_str();
+    auto* prompt_opt = app.add_option("--prompt", o.prompt,
+                                      "prompt text, tokenized with DIR/tokenizer.json; the generated text is printed "
+                                      "as it is produced")->type_name("TEXT");
+    std::string prompt_file;
+    auto* prompt_file_opt = app.add_option("--prompt-file", prompt_file, "read the prompt text from FILE")
+                                ->type_name("FILE")->check(path);
+    app.add_option("--eval", o.eval_file,
+                   "report the model's cross-entropy and perplexity on the text of FILE (needs DIR/tokenizer.json; "
+                   "non-overlapping windows of the context length)")->type_name("FILE")->check(path);
+    prompt_opt->excludes(tokens_opt)->excludes(prompt_file_opt);
+    prompt_file_opt->excludes(tokens_opt);
     app.add_option("--generate", o.generate, "tokens to generate (0 runs the prompt only)")
         ->check(non_negative)->capture_default_str();
     app.add_option("--temperature", o.sampling.temperature, "sampling temperature (0: greedy)")
@@ -79,6 +93,14 @@ Options parse(int argc, char** argv, const std::string& program) {
         throw UsageError(e.what());
     }
     o.tokens = parse_tokens(tokens);
+    o.tokens_given = tokens_opt->count() > 0;
+    o.prompt_given = prompt_opt->count() > 0 || prompt_file_opt->count() > 0;
+    if (prompt_file_opt->count() > 0) {
+        std::ifstream in(prompt_file, std::ios::binary);
+        if (!in) throw UsageError("--prompt-file: cannot open " + prompt_file);
+        o.prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (o.prompt_given && o.prompt.empty()) throw UsageError("the prompt text is empty");
     o.bf16 = dtype == "bf16";
     o.sampling.seed = o.seed;
 #ifdef _OPENMP

@@ -20,6 +20,10 @@ struct Options {
     std::string checkpoint;
     std::uint64_t seed = 0;
     std::vector<std::int64_t> tokens;
+    bool tokens_given = false;      ///< --tokens on the command line (else a tokenizer's default prompt may apply)
+    std::string prompt;             ///< --prompt / --prompt-file text (needs DIR/tokenizer.json)
+    bool prompt_given = false;
+    std::string eval_file;          ///< --eval FILE: cross-entropy and perplexity of a text file
     int generate = 16;
     cpx::SamplingParams sampling;
     bool bf16 = false;

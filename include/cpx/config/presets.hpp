@@ -71,6 +71,21 @@ using Dense306 = ComplexityConfig<ComplexityDims{
     .intermediate_size = 4096, .vocab_size = 32000, .max_position_embeddings = 2048,
     .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = false, .use_mu_guidance = false}>;
 
+/// The built-in demo model (docs/DEMO_MODEL.md): trained on the King James Bible by
+/// scripts/train_kjv.py, weights in data/kjv/deep. Token-routed with mu guidance and the shared
+/// expert, 4,096-token byte-level BPE, routing table from our build-time router (9,312,000 parameters).
+using KjvDeep = ComplexityConfig<ComplexityDims{
+    .hidden_size = 256, .num_hidden_layers = 6, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 1024, .vocab_size = 4096, .max_position_embeddings = 256,
+    .mlp = MlpKind::token_routed, .num_experts = 4, .shared_expert = true, .use_mu_guidance = true}>;
+
+/// Its dense baseline with the same parameter count (9,310,208): one SwiGLU of width 1536, no mu
+/// guidance, trained by the same script for the same time (data/kjv/dense).
+using KjvDense = ComplexityConfig<ComplexityDims{
+    .hidden_size = 256, .num_hidden_layers = 6, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 1536, .vocab_size = 4096, .max_position_embeddings = 256,
+    .mlp = MlpKind::dense_swiglu, .num_experts = 1, .shared_expert = false, .use_mu_guidance = false}>;
+
 /// PRISM-mini of the reference code (TinyStories; ~51M parameters).
 using PrismMini = PrismConfig<PrismDims{
     .n_layer = 8, .n_head = 8, .n_embd = 512, .vocab_size = 50304, .block_size = 512,

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -122,6 +123,8 @@ struct GenerateOptions {
     /// from the cache, so that stats->prefill_seconds measures a warm call.
     bool warm_up = false;
     GenerationStats* stats = nullptr;              ///< filled when given
+    /// Called with each new token as soon as it is chosen (e.g. to print text as it is produced).
+    std::function<void(std::int64_t)> on_token{};
 };
 
 /// Appends `prompt` to `cache` and generates up to options.max_new_tokens
@@ -158,6 +161,7 @@ std::vector<std::int64_t> generate(Model& model, typename Model::Cache& cache, s
     for (int i = 0; i < max_new_tokens; ++i) {
         const std::int64_t token = sample(logits);
         out.push_back(token);
+        if (options.on_token) options.on_token(token);
         if ((options.stop_token && token == *options.stop_token) || i + 1 == max_new_tokens) break;
         model.decode(caches, std::span<const std::int64_t>(&out.back(), 1), cpu::rows_of(logits.data(), 1, vocab));
     }
