@@ -12,7 +12,7 @@ bash scripts/setup.sh >/dev/null
 cmake --preset bench >/dev/null
 cmake --build --preset bench --target bench_tokenizer -j "$(nproc)"
 if [ ! -x build/bench-venv/bin/python ]; then
-    python3 -m venv build/bench-venv
+    /usr/bin/python3 -m venv --system-site-packages build/bench-venv
 fi
 build/bench-venv/bin/python -c "import tokenizers" 2>/dev/null || build/bench-venv/bin/pip install -q tokenizers
 echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"

@@ -10,7 +10,7 @@ Writes, next to this script:
   kjv_validation_ids.npy  the demo model's tokenizer (data/kjv/deep) on its validation text, int32
 Both tokenizers are trained on Debian's /usr/share/common-licenses/GPL-3 (always present).
 tests/unit/test_tokenizer.cpp compares cpx::text::Tokenizer with these; tests/python/check_tokenizer.py
-repeats the comparison live when `tokenizers` is installed. Run: python3 make_tokenizer_fixtures.py
+repeats the comparison live (with the training corpus) where `tokenizers` is installed. Run: python3 make_tokenizer_fixtures.py
 """
 import json
 import os
