@@ -183,7 +183,7 @@ int run_model(Model& model, const Options& options) {
     if (text_mode) {
         stream.emplace(*tokenizer);
         std::printf("prompt: \"%s\" (%zu tokens)\n", cpx::printable(o.prompt).c_str(), o.tokens.size());
-        std::printf("text:\n%s", cpx::text::repair_utf8(o.prompt).c_str());
+        std::printf("text:\n%s", cpx::repair_utf8(o.prompt).c_str());
         std::fflush(stdout);
     }
     const auto out = cpx::generate(model, cache, o.tokens,

@@ -37,6 +37,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+# RMSNorm and rotate-half RoPE as the PyTorch reference writes them (they take any leading dims).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "python"))
+from torch_models import rms_norm, rope_rotate_half, rope_tables  # noqa: E402
+
 # ----------------------------------------------------------------------------- configuration
 # The compile-time presets KjvDeep / KjvDense (include/cpx/config/presets.hpp) hold the same numbers.
 VOCAB = 4096
@@ -118,22 +122,6 @@ def build_routing(repo, counts, out_dir, experts):
 
 
 # ----------------------------------------------------------------------------- 4. model
-def rms_norm(x, w, eps):
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-
-def rope_angles(T, dim, theta):
-    inv_freq = (1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))).to(torch.float32)
-    return torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
-
-
-def rope(x, angles):
-    cos = torch.cat([angles.cos(), angles.cos()], -1)
-    sin = torch.cat([angles.sin(), angles.sin()], -1)
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
-
-
 class Model(torch.nn.Module):
     """COMPLEXITY-DEEP (docs/MODELS.md) with checkpoint tensor names; '.' is stored as '__'."""
 
@@ -189,7 +177,8 @@ class Model(torch.nn.Module):
                 p[a + "mlp.up_proj.weight"] = normal(i_, d)
                 p[a + "mlp.down_proj.weight"] = normal(d, i_, s=res_std)
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in p.items()})
-        self.register_buffer("angles", rope_angles(cfg["max_position_embeddings"], self.hd, cfg["rope_theta"]))
+        self.register_buffer("angles", rope_tables(torch.arange(cfg["max_position_embeddings"]), self.hd,
+                                                   cfg["rope_theta"]))
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -230,7 +219,7 @@ class Model(torch.nn.Module):
             q = rms_norm(q.view(B, T, self.H, self.hd).transpose(1, 2), self.w(s + "q_norm.weight"), 1e-6)
             k = rms_norm(k.view(B, T, self.KV, self.hd).transpose(1, 2), self.w(s + "k_norm.weight"), 1e-6)
             v = v.view(B, T, self.KV, self.hd).transpose(1, 2)
-            q, k = rope(q, ang), rope(k, ang)
+            q, k = rope_rotate_half(q, ang), rope_rotate_half(k, ang)
             g = self.H // self.KV
             k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)

@@ -1,7 +1,9 @@
 #pragma once
-// Minimal `--option value` parsing shared by the router tools.
+// Minimal `--option value` parsing and the main() shared by the command-line tools.
 
 #include <charconv>
+#include <cstdio>
+#include <exception>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -50,5 +52,24 @@ struct Args {
         return v;
     }
 };
+
+/// main() of a tool: --help or -h prints `usage` and exits 0; otherwise `run(argc, argv)`, where a
+/// UsageError prints its message and the usage and any other error its message, both exiting 1.
+template <class Run>
+int tool_main(const char* name, const char* usage, int argc, char** argv, Run run) {
+    for (int i = 1; i < argc; ++i)
+        if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+            std::fputs(usage, stdout);
+            return 0;
+        }
+    try {
+        return run(argc, argv);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "%s: error: %s\n%s", name, e.what(), usage);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    }
+    return 1;
+}
 
 }  // namespace cpx::tools

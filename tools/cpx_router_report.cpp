@@ -115,18 +115,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-    try {
-        return run(argc, argv);
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "cpx-router-report: error: %s\n%s", e.what(), usage);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "cpx-router-report: error: %s\n", e.what());
-    }
-    return 1;
-}
+int main(int argc, char** argv) { return cpx::tools::tool_main("cpx-router-report", usage, argc, argv, run); }

@@ -242,18 +242,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-    try {
-        return run(argc, argv);
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "cpx-routing-table: error: %s\n%s", e.what(), usage);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "cpx-routing-table: error: %s\n", e.what());
-    }
-    return 1;
-}
+int main(int argc, char** argv) { return cpx::tools::tool_main("cpx-routing-table", usage, argc, argv, run); }

@@ -67,19 +67,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-            std::fputs(usage, stdout);
-            return 0;
-        }
-    try {
-        return run(argc, argv);
-    } catch (const cpx::tools::UsageError& e) {
-        std::fprintf(stderr, "cpx-tokenize: error: %s\n%s", e.what(), usage);
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "cpx-tokenize: error: %s\n", e.what());
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return cpx::tools::tool_main("cpx-tokenize", usage, argc, argv, run); }

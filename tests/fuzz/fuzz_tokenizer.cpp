@@ -24,8 +24,8 @@ void check_text(const cpx::text::Tokenizer& t, std::string_view text, bool round
     const auto ids = t.encode(text);
     for (const auto id : ids) CPX_FUZZ_CHECK(id >= 0 && static_cast<std::size_t>(id) < t.vocab_size());
     const std::string decoded = t.decode(ids);
-    CPX_FUZZ_CHECK(cpx::text::is_valid_utf8(decoded));
-    if (round_trip) CPX_FUZZ_CHECK(decoded == cpx::text::repair_utf8(text));
+    CPX_FUZZ_CHECK(cpx::is_valid_utf8(decoded));
+    if (round_trip) CPX_FUZZ_CHECK(decoded == cpx::repair_utf8(text));
     cpx::text::Tokenizer::StreamDecoder stream(t);
     std::string streamed;
     for (const auto id : ids) streamed += stream.push(id);

@@ -62,8 +62,8 @@ cpx::io::Json& at(cpx::io::Json& obj, const char* key) {
 }  // namespace
 
 TEST_CASE("UTF-8 repair follows the maximal-subpart rule of the reference decoders") {
-    using cpx::text::repair_utf8;
-    const std::string fffd(cpx::text::replacement_character);
+    using cpx::repair_utf8;
+    const std::string fffd(cpx::utf8_replacement_character);
     CHECK(repair_utf8("plain") == "plain");
     CHECK(repair_utf8("\xff") == fffd);
     CHECK(repair_utf8("a\xe2\x82") == "a" + fffd);                  // truncated 3-byte sequence: one U+FFFD
@@ -71,10 +71,10 @@ TEST_CASE("UTF-8 repair follows the maximal-subpart rule of the reference decode
     CHECK(repair_utf8("\xf4\x90\x80\x80") == fffd + fffd + fffd + fffd);  // above U+10FFFF
     CHECK(repair_utf8("\xc0\xaf") == fffd + fffd);                  // overlong
     CHECK(repair_utf8("\xe2\x82x") == fffd + "x");
-    CHECK(cpx::text::complete_utf8_prefix("ab\xe2\x82") == 2);      // waits for the third byte
-    CHECK(cpx::text::complete_utf8_prefix("ab\xe2\x82\xac") == 5);
-    CHECK(cpx::text::complete_utf8_prefix("ab\xff") == 3);          // ill-formed: printable now
-    CHECK(cpx::text::complete_utf8_prefix("\xf0\x9f\x98") == 0);
+    CHECK(cpx::complete_utf8_prefix("ab\xe2\x82") == 2);      // waits for the third byte
+    CHECK(cpx::complete_utf8_prefix("ab\xe2\x82\xac") == 5);
+    CHECK(cpx::complete_utf8_prefix("ab\xff") == 3);          // ill-formed: printable now
+    CHECK(cpx::complete_utf8_prefix("\xf0\x9f\x98") == 0);
 }
 
 TEST_CASE("byte-level alphabet: 256 distinct characters, space is U+0120, round trip") {
@@ -120,7 +120,7 @@ TEST_CASE("ids and decodings equal the reference on adversarial text, both token
             CHECK(ids == ids_of(*want.find("ids")));
             CHECK(tok.decode(ids) == from_hex(want.find("decoded_hex")->as_string()));
             // Round trip: what goes in (repaired, special tokens aside) comes back out.
-            if (text.find("<|") == std::string::npos) CHECK(tok.decode(ids) == cpx::text::repair_utf8(text));
+            if (text.find("<|") == std::string::npos) CHECK(tok.decode(ids) == cpx::repair_utf8(text));
             ++index;
         }
     }
@@ -134,7 +134,7 @@ TEST_CASE("streaming decode prints whole characters only and adds up to decode()
     std::string out;
     for (const auto id : ids) {
         const std::string piece = stream.push(id);
-        CHECK(cpx::text::is_valid_utf8(piece));
+        CHECK(cpx::is_valid_utf8(piece));
         out += piece;
     }
     out += stream.finish();
@@ -201,6 +201,6 @@ TEST_CASE("bad tokenizer.json files are clear errors naming the field") {
               .find("truncation: is set") != std::string::npos);
     CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "added_tokens").as_array()[0].set("lstrip", cpx::io::Json(true)); }))
               .find("added_tokens[0].lstrip: is true") != std::string::npos);
-    CHECK(message_of([] { (void)Tokenizer::from_file("/nonexistent/tokenizer.json"); }).find("cannot open the tokenizer") !=
+    CHECK(message_of([] { (void)Tokenizer::from_file("/nonexistent/tokenizer.json"); }).find("cannot open '/nonexistent/tokenizer.json'") !=
           std::string::npos);
 }

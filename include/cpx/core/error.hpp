@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpx/core/utf8.hpp"
+
 namespace cpx {
 
 /// Base of every error the library throws.
@@ -52,15 +54,8 @@ inline std::string printable(std::string_view text) {
             continue;
         }
         // A well-formed UTF-8 sequence (no overlongs, no surrogates, at most U+10FFFF) is kept.
-        const std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-        bool ok = n != 0 && c <= 0xf4 && i + n <= text.size();
-        for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-        if (ok && n >= 3) {
-            const auto c1 = static_cast<unsigned char>(text[i + 1]);
-            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
-                 !(c == 0xf4 && c1 >= 0x90);
-        }
-        if (ok) {
+        std::size_t bad = 0;
+        if (const std::size_t n = detail::utf8_sequence(text, i, bad); n != 0) {
             out.append(text.substr(i, n));
             i += n;
         } else {

@@ -12,8 +12,6 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,10 +23,11 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/io/json.hpp"
+#include "cpx/io/mapped_file.hpp"
 #include "cpx/text/bpe_merge.hpp"
 #include "cpx/text/byte_level.hpp"
 #include "cpx/text/regex.hpp"
-#include "cpx/text/utf8.hpp"
+#include "cpx/core/utf8.hpp"
 
 namespace cpx::text {
 
@@ -48,11 +47,7 @@ public:
     static Tokenizer from_file(const std::filesystem::path& path) {
         std::filesystem::path file = path;
         if (std::filesystem::is_directory(file)) file /= "tokenizer.json";
-        std::ifstream in(file, std::ios::binary);
-        if (!in) raise<FormatError>(file.string(), ": cannot open the tokenizer");
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (in.bad()) raise<FormatError>(file.string(), ": read error");
-        return from_json(text, file.string());
+        return from_json(io::read_text_file(file), file.string());
     }
 
     /// Parses tokenizer.json text; `source` names it in errors.
@@ -123,8 +118,8 @@ public:
 
     /// Forgets the encodings of pieces seen so far (they are remembered to skip repeated merging).
     void clear_cache() const {
-        const std::lock_guard lock(cache_mutex_);
-        cache_.clear();
+        const std::lock_guard lock(cache_->mutex);
+        cache_->ids.clear();
     }
 
     /// One past the largest id (the size a model's vocabulary must at least have).
@@ -411,18 +406,14 @@ private:
             }
             pieces.swap(next);
         }
-        const std::lock_guard lock(cache_mutex_);
-        if (cache_.size() > 200000) cache_.clear();  // bounded memory on endless distinct input
+        const std::lock_guard lock(cache_->mutex);
+        auto& cache = cache_->ids;
+        if (cache.size() > 200000) cache.clear();  // bounded memory on endless distinct input
         for (const std::string_view piece : pieces) {
             if (piece.empty()) continue;
-            const auto it = cache_.find(std::string(piece));
-            if (it != cache_.end()) {
-                out.insert(out.end(), it->second.begin(), it->second.end());
-                continue;
-            }
-            std::vector<std::int32_t> ids = encode_piece(piece);
-            out.insert(out.end(), ids.begin(), ids.end());
-            cache_.emplace(std::string(piece), std::move(ids));
+            auto it = cache.find(piece);  // heterogeneous: no string made for a hit
+            if (it == cache.end()) it = cache.emplace(std::string(piece), encode_piece(piece)).first;
+            out.insert(out.end(), it->second.begin(), it->second.end());
         }
     }
 
@@ -462,19 +453,16 @@ private:
     char added_first_[256]{};
     std::vector<Stage> stages_;
     std::vector<std::int32_t> prefix_, suffix_;
-    mutable std::mutex cache_mutex_;
-    mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache_;
-
-public:
-    Tokenizer(Tokenizer&& o) noexcept
-        : source_(std::move(o.source_)), bytes_of_(std::move(o.bytes_of_)), token_of_(std::move(o.token_of_)), has_id_(std::move(o.has_id_)),
-          is_special_(std::move(o.is_special_)), id_of_token_(std::move(o.id_of_token_)),
-          id_of_bytes_(std::move(o.id_of_bytes_)), unk_(o.unk_), fuse_unk_(o.fuse_unk_), ignore_merges_(o.ignore_merges_),
-          byte_level_(o.byte_level_), merges_(std::move(o.merges_)), added_(std::move(o.added_)), stages_(std::move(o.stages_)),
-          prefix_(std::move(o.prefix_)), suffix_(std::move(o.suffix_)), cache_(std::move(o.cache_)) {
-        std::copy(std::begin(o.byte_id_), std::end(o.byte_id_), std::begin(byte_id_));
-        std::copy(std::begin(o.added_first_), std::end(o.added_first_), std::begin(added_first_));
-    }
+    // Encodings of pieces seen so far, behind a pointer so the tokenizer stays movable.
+    struct StringHash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    struct PieceCache {
+        std::mutex mutex;
+        std::unordered_map<std::string, std::vector<std::int32_t>, StringHash, std::equal_to<>> ids;
+    };
+    std::unique_ptr<PieceCache> cache_ = std::make_unique<PieceCache>();
 };
 
 }  // namespace cpx::text

@@ -1,5 +1,6 @@
 #pragma once
-// UTF-8 helpers of the tokenizer: repairing invalid input the way Python's
+// UTF-8 well-formedness, written once: error messages quote file text safely
+// with it (printable), and the tokenizer repairs invalid input the way Python's
 // bytes.decode("utf-8", "replace") and Rust's String::from_utf8_lossy do (one
 // U+FFFD per maximal ill-formed subpart, Unicode 15 §3.9 "best practice"), so
 // that text given as bytes tokenizes exactly as the reference tokenizes the
@@ -10,10 +11,10 @@
 #include <string>
 #include <string_view>
 
-namespace cpx::text {
+namespace cpx {
 
 /// U+FFFD REPLACEMENT CHARACTER in UTF-8.
-inline constexpr std::string_view replacement_character = "\xEF\xBF\xBD";
+inline constexpr std::string_view utf8_replacement_character = "\xEF\xBF\xBD";
 
 namespace detail {
 
@@ -66,7 +67,7 @@ inline std::string repair_utf8(std::string_view s) {
     for (std::size_t i = 0, bad = 0; i < s.size();) {
         const std::size_t n = detail::utf8_sequence(s, i, bad);
         if (n == 0) {
-            out += replacement_character;
+            out += utf8_replacement_character;
             i += bad;
         } else {
             out.append(s.substr(i, n));
@@ -92,4 +93,4 @@ inline std::size_t complete_utf8_prefix(std::string_view s) {
     return s.size();
 }
 
-}  // namespace cpx::text
+}  // namespace cpx
