@@ -17,6 +17,15 @@ inline int max_threads() {
 #endif
 }
 
+/// Threads of the team the caller belongs to (1 outside a parallel region).
+inline int team_size() {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 /// Index of the calling thread inside a parallel region (0 outside one).
 inline int thread_index() {
 #ifdef _OPENMP

@@ -1,0 +1,150 @@
+#pragma once
+// y (= | +=) x . B in bf16 arithmetic: x's fp32 rows rounded to bf16 once per
+// call, B packed once at load (cpu/packed_bf16.hpp), products summed in fp32,
+// y fp32. This is what bf16 autocast does on other engines; its error is that
+// of rounding both operands to 8 significant bits (docs/BF16.md).
+//
+// Levels, chosen at run time from cpu_features():
+//   avx512_bf16  vdpbf16ps micro-kernel (cpu/gemm_bf16_avx512.hpp)
+//   none         no bf16 instructions: callers keep the fp32 path
+// A level can be forced per call, so one process can compare every level it has.
+//
+// Blocking: the input dimension is cut into blocks of `block_pairs` pairs, so a
+// panel's block (64 columns x 2 x block_pairs x 2 bytes = 32 KiB) stays in L1
+// while the tiles of `block_rows` rows of x stream past it from L2; C is read
+// and written once per input block. Threads take a grid of row ranges x panel
+// ranges, panels first (each thread then reads only its share of B).
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/cpu_features.hpp"
+#include "cpx/cpu/gemm_bf16_avx512.hpp"
+#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/cpu/parallel.hpp"
+#include "cpx/cpu/strided.hpp"
+
+namespace cpx::cpu {
+
+enum class Bf16Level : std::uint8_t { none, avx512_bf16 };
+
+constexpr std::string_view bf16_level_name(Bf16Level l) {
+    return l == Bf16Level::avx512_bf16 ? "avx512_bf16" : "none";
+}
+
+/// Whether this machine (CPU and OS) can run `level`.
+inline bool bf16_level_available(Bf16Level level) {
+    switch (level) {
+        case Bf16Level::none: return true;
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+        case Bf16Level::avx512_bf16: return cpu_features().avx512_bf16;
+#endif
+        default: return false;
+    }
+}
+
+/// The fastest bf16 level this machine has (none: use fp32 arithmetic).
+inline Bf16Level best_bf16_level() {
+    return bf16_level_available(Bf16Level::avx512_bf16) ? Bf16Level::avx512_bf16 : Bf16Level::none;
+}
+
+/// x rounded to bf16, reused across calls so that steady-state calls allocate nothing.
+class Bf16Scratch {
+public:
+    std::uint16_t* rows(index_t m, index_t ld) {
+        const auto need = static_cast<std::size_t>(m * ld);
+        if (buffer_.size() < need) buffer_.resize(need);
+        return buffer_.data();
+    }
+    std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t); }
+
+private:
+    AlignedVector<std::uint16_t> buffer_;
+};
+
+namespace gemm_bf16_detail {
+inline constexpr index_t block_pairs = 128;
+inline constexpr index_t block_rows = 192;  // a multiple of every level's tile rows
+inline constexpr index_t block_panels = 4;
+
+/// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.
+inline void split(index_t count, int parts, int part, index_t unit, index_t& begin, index_t& end) {
+    const index_t units = (count + unit - 1) / unit;
+    const index_t per = units / parts, extra = units % parts;
+    const index_t b = part * per + std::min<index_t>(part, extra);
+    begin = std::min(count, b * unit);
+    end = std::min(count, (b + per + (part < extra ? 1 : 0)) * unit);
+}
+}  // namespace gemm_bf16_detail
+
+/// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
+/// x and y may be strided. Throws ShapeError on mismatched shapes and InputError when
+/// `level` is none or not available on this machine.
+inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const RowBlock<float>& y, bool accumulate,
+                      Bf16Scratch& scratch, Bf16Level level = best_bf16_level()) {
+    using namespace gemm_bf16_detail;
+    require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
+                        b.inputs());
+    require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_bf16: output is [", y.rows, ", ", y.cols,
+                        "], expected [", x.rows, ", ", b.outputs(), "]");
+    require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
+                        bf16_level_name(level), " is not available on this machine (",
+                        cpu_features().summary(), ")");
+    const index_t m = x.rows, n = b.outputs(), pairs = b.pairs();
+    if (m == 0 || n == 0) return;
+    if (pairs == 0) {  // K = 0: the product is zero
+        if (!accumulate)
+            for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
+        return;
+    }
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+    namespace k = avx512_bf16;
+    const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
+    std::uint16_t* a = scratch.rows(m, lda);
+    const index_t panels = b.panels();
+    const int threads = static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int t = thread_index(), team = team_size();
+#pragma omp for schedule(static)
+        for (index_t r = 0; r < m; ++r) {
+            k::round_to_bf16(x.row(r), x.cols, a + r * lda);
+            if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
+        }
+        // Thread grid: panel groups first, row groups with what is left.
+        const int tn = static_cast<int>(std::min<index_t>(team, panels));
+        const int tm = team / tn;
+        if (t < tn * tm) {
+            index_t p0, p1, r0, r1;
+            split(panels, tn, t % tn, 1, p0, p1);
+            split(m, tm, t / tn, k::tile_rows, r0, r1);
+            for (index_t mb = r0; mb < r1; mb += block_rows) {
+                const index_t me = std::min(r1, mb + block_rows);
+                for (index_t pb = p0; pb < p1; pb += block_panels) {
+                    const index_t pe = std::min(p1, pb + block_panels);
+                    for (index_t kp = 0; kp < pairs; kp += block_pairs) {
+                        const index_t kn = std::min(block_pairs, pairs - kp);
+                        const bool load_c = accumulate || kp > 0;
+                        for (index_t p = pb; p < pe; ++p) {
+                            const index_t cols = std::min(bf16_panel_cols, n - p * bf16_panel_cols);
+                            const std::uint16_t* bp = b.panel(p, kp);
+                            for (index_t r = mb; r < me; r += k::tile_rows) {
+                                const int rows = static_cast<int>(std::min<index_t>(k::tile_rows, me - r));
+                                k::tile_rows_n(rows, a + r * lda + 2 * kp, lda, bp, kn,
+                                               y.row(r) + p * bf16_panel_cols, y.stride, cols, load_c);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+#else
+    (void)scratch;
+#endif
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,195 @@
+// The bf16 product (cpu/gemm_bf16.hpp) against double-precision references.
+//
+// Tolerances, per output element y = sum_k x_k w_k over K terms:
+//  * against the exact product of the bf16-rounded operands, only the fp32
+//    summation errs: |y - y_bf16| <= K u S with u = 2^-24 and S = sum_k |x_k w_k|
+//    (each of the K additions rounds once; the bf16 x bf16 products are exact);
+//  * against the unrounded fp32 operands, rounding each operand to 8 significant
+//    bits (unit roundoff u_bf16 = 2^-8) adds at most (2 u_bf16 + u_bf16^2) S.
+// Each is checked element by element with that element's own S.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/gemm_bf16.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+
+bool have_avx512_bf16() {
+    if (cpu::bf16_level_available(cpu::Bf16Level::avx512_bf16)) return true;
+    MESSAGE("skipped: this machine has no AVX512_BF16 (", cpu::cpu_features().summary(), ")");
+    return false;
+}
+
+float bf16_round(float v) { return bf16::from_float(v).to_float(); }
+
+struct Case {
+    int m, k, n;
+};
+
+/// Checks y (read from a strided block) against both references; w is [n, k].
+void check_against_references(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& y,
+                              int m, int k, int n, index_t y_stride, index_t y_offset,
+                              const std::vector<float>* initial) {
+    constexpr double u32 = 0x1p-24, ubf = 0x1p-8;
+    int bad_rounded = 0, bad_exact = 0;
+    for (int r = 0; r < m; ++r)
+        for (int o = 0; o < n; ++o) {
+            double exact = initial ? (*initial)[r * n + o] : 0.0, rounded = exact, s = std::abs(exact);
+            for (int i = 0; i < k; ++i) {
+                const double xe = x[r * k + i], we = w[o * k + i];
+                exact += xe * we;
+                rounded += double(bf16_round(x[r * k + i])) * bf16_round(w[o * k + i]);
+                s += std::abs(xe * we);
+            }
+            const double got = y[y_offset + r * y_stride + o];
+            // (k + 1) additions when accumulating into y; a tiny absolute floor for S = 0.
+            const double fp32_bound = (k + 1) * u32 * s * 1.01 + 1e-30;
+            if (!(std::abs(got - rounded) <= fp32_bound)) ++bad_rounded;
+            if (!(std::abs(got - exact) <= fp32_bound + (2 * ubf + ubf * ubf) * s * 1.01)) ++bad_exact;
+        }
+    CHECK(bad_rounded == 0);
+    CHECK(bad_exact == 0);
+}
+
+void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation) {
+    CAPTURE(c.m);
+    CAPTURE(c.k);
+    CAPTURE(c.n);
+    CAPTURE(accumulate);
+    const auto x = testing::random_normal(static_cast<std::size_t>(c.m) * c.k, 11 + c.m + 7 * c.k);
+    const auto w = testing::random_normal(static_cast<std::size_t>(c.n) * c.k, 23 + c.n, 0.05f);  // [n, k]
+    cpu::PackedBf16 packed;
+    if (orientation == cpu::WeightOrientation::out_in) {
+        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), c.n, c.k), orientation);
+    } else {
+        std::vector<float> wt(w.size());  // [k, n]
+        for (int o = 0; o < c.n; ++o)
+            for (int i = 0; i < c.k; ++i) wt[static_cast<std::size_t>(i) * c.n + o] = w[static_cast<std::size_t>(o) * c.k + i];
+        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(wt.data(), c.k, c.n), orientation);
+    }
+    REQUIRE(packed.outputs() == c.n);
+    REQUIRE(packed.inputs() == c.k);
+    const auto initial = testing::random_normal(static_cast<std::size_t>(c.m) * c.n, 5);
+    std::vector<float> y = accumulate ? initial : testing::poisoned<float>(initial.size());
+    cpu::Bf16Scratch scratch;
+    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), c.m, c.k), packed, cpu::rows_of(y.data(), c.m, c.n), accumulate,
+                   scratch, cpu::Bf16Level::avx512_bf16);
+    check_against_references(x, w, y, c.m, c.k, c.n, c.n, 0, accumulate ? &initial : nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("run-time CPU features are consistent") {
+    const auto& f = cpu::cpu_features();
+    MESSAGE("CPU: ", f.model, " | ", f.summary());
+    if (f.avx512_bf16) CHECK(f.avx512f);
+    if (f.amx_permitted) CHECK(f.amx_bf16);
+    CHECK(cpu::bf16_level_available(cpu::Bf16Level::none));
+    CHECK((cpu::best_bf16_level() == cpu::Bf16Level::none) == !f.avx512_bf16);
+}
+
+TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 sources are copied exactly") {
+    const int n = 70, k = 9;
+    const auto w = testing::random_normal(n * k, 3);
+    std::vector<float> wt(w.size());
+    for (int o = 0; o < n; ++o)
+        for (int i = 0; i < k; ++i) wt[i * n + o] = w[o * k + i];
+    const auto a = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    const auto b = cpu::PackedBf16::pack(cpu::rows_of<const float>(wt.data(), k, n), cpu::WeightOrientation::in_out);
+    std::vector<bf16> wb(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wb[i] = bf16::from_float(w[i]);
+    const auto c = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(wb.data(), n, k), cpu::WeightOrientation::out_in);
+    CHECK(a.panels() == 2);
+    CHECK(a.pairs() == 5);
+    CHECK(a.bytes() == static_cast<std::size_t>(2 * 5 * cpu::bf16_panel_cols * 2 * 2));
+    for (int o = 0; o < n; ++o)
+        for (int i = 0; i < k; ++i) {
+            CHECK(a.at(o, i) == bf16_round(w[o * k + i]));
+            CHECK(b.at(o, i) == a.at(o, i));
+            CHECK(c.at(o, i) == a.at(o, i));
+        }
+    // Padding (column 70..127 of panel 1, input 9 of the last pair) is zero.
+    CHECK(a.at(cpu::bf16_panel_cols * 2 - 1, 9) == 0.0f);
+    CHECK(a.at(3, 9) == 0.0f);
+}
+
+TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientations") {
+    if (!have_avx512_bf16()) return;
+    const Case cases[] = {{1, 1, 1},   {1, 2, 64},   {5, 3, 17},   {6, 31, 65},   {7, 64, 63},
+                          {13, 257, 130}, {200, 300, 200}, {37, 700, 129}, {400, 96, 70}};
+    for (const Case c : cases)
+        for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::out_in);
+    for (const Case c : {Case{13, 257, 130}, Case{5, 3, 17}})
+        for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::in_out);
+}
+
+TEST_CASE("bf16 product: strided input and output; columns beside the output are untouched") {
+    if (!have_avx512_bf16()) return;
+    const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
+    const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 8);
+    std::vector<float> x(static_cast<std::size_t>(m) * k);
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 9, 0.05f);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
+    cpu::Bf16Scratch scratch;
+    cpu::gemm_bf16(cpu::RowBlock<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                   cpu::RowBlock<float>{y.data() + y_offset, m, n, y_stride}, false, scratch);
+    check_against_references(x, w, y, m, k, n, y_stride, y_offset, nullptr);
+    int touched = 0;
+    for (int r = 0; r < m; ++r)
+        for (int j = 0; j < y_stride; ++j)
+            if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
+    CHECK(touched == 0);
+}
+
+TEST_CASE("bf16 product: the same result on one thread and on all, and after the scratch held other data") {
+    if (!have_avx512_bf16()) return;
+    const int m = 150, k = 299, n = 300;
+    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 31);
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 32, 0.05f);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    cpu::Bf16Scratch scratch;
+    // Fill the scratch with infinities where the odd K's pad input will sit.
+    std::vector<float> inf_rows(static_cast<std::size_t>(m) * (k + 1), std::numeric_limits<float>::infinity());
+    const auto wide = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 1, k + 1), cpu::WeightOrientation::out_in);
+    std::vector<float> sink(m);
+    cpu::gemm_bf16(cpu::rows_of<const float>(inf_rows.data(), m, k + 1), wide, cpu::rows_of(sink.data(), m, 1), false,
+                   scratch);
+    std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
+    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false, scratch);
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false, scratch);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    CHECK(all == one);
+    check_against_references(x, w, all, m, k, n, n, 0, nullptr);
+}
+
+TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
+    const auto w = testing::random_normal(8 * 4, 1);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in);
+    std::vector<float> x(3 * 5), y(3 * 8);
+    cpu::Bf16Scratch scratch;
+    CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 5), packed, cpu::rows_of(y.data(), 3, 8), false,
+                                   scratch, cpu::Bf16Level::avx512_bf16),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 2, 8), false,
+                                   scratch, cpu::Bf16Level::avx512_bf16),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 3, 8), false,
+                                   scratch, cpu::Bf16Level::none),
+                    InputError);
+}
