@@ -4,7 +4,7 @@
 // prefill and decode rates, and optionally writes the prompt's logits.
 //
 //   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
-//                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16]
+//                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|bf16]
 //                           [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
 //                           [--prompt TEXT | --prompt-file FILE] [--eval FILE]   (with DIR/tokenizer.json)
 // The same binary serves a decoder with PRISM attention (TinyComplexityPrism),
@@ -106,6 +106,7 @@ int run(const Options& o) {
         std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
     }
     cpx::ComplexityModel<Config, W> model(std::move(weights));
+    cpx_example::apply_compute(model, o);
     return cpx_example::run_model(model, o);
 }
 

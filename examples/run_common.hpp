@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cpx/cpu/attention_distance.hpp>
+#include <cpx/cpu/gemm_bf16.hpp>
 #include <cpx/io/npy.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>
@@ -138,6 +139,21 @@ int evaluate_file(Model& model, const cpx::text::Tokenizer& tok, const std::stri
     std::printf("eval: %s: %zu tokens, %lld scored in windows of %zu; cross-entropy %.5f nats/token, perplexity %.3f "
                 "(%.1f s)\n", file.c_str(), ids.size(), static_cast<long long>(scored), window, ce, std::exp(ce), seconds);
     return 0;
+}
+
+/// Applies --compute and says which arithmetic runs.
+template <class Model>
+void apply_compute(Model& model, const Options& o) {
+    model.set_compute(cpx::cpu::parse_compute(o.compute));
+    if (model.compute() == cpx::cpu::Compute::fp32) return;
+    const auto& cpu = cpx::cpu::cpu_features();
+    if (model.bf16_level() == cpx::cpu::Bf16Level::none)
+        std::printf("arithmetic: bf16 requested, but this CPU (%s: %s) has no bf16 instructions: fp32\n",
+                    cpu.model.c_str(), cpu.summary().c_str());
+    else
+        std::printf("arithmetic: bf16 products with fp32 sums over many tokens (%s kernels; packed weights %.1f MB); "
+                    "decode steps read the stored weights\n",
+                    std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.bf16_bytes() / 1e6);
 }
 
 /// The prompt's logits (optionally dumped), then a warm-up and a timed

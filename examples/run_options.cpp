@@ -72,8 +72,12 @@ Options parse(int argc, char** argv, const std::string& program) {
         ->check(non_negative)->capture_default_str();
     app.add_option("--top-p", o.sampling.top_p, "sample from the smallest set reaching probability P")
         ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
-    app.add_option("--dtype", dtype, "storage of the weight matrices (arithmetic is fp32)")
+    app.add_option("--dtype", dtype, "storage of the weight matrices")
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+    app.add_option("--compute", o.compute,
+                   "arithmetic of the products over many tokens: fp32, or bf16 inputs with fp32 sums (with either "
+                   "--dtype; needs a CPU with AVX512_BF16, else fp32 runs; docs/BF16.md)")
+        ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
     app.add_option("--threads", o.threads, "OpenMP threads (0: OpenMP's default)")
         ->check(non_negative)->capture_default_str();
     app.add_option("--dump-logits", o.dump_logits, "write the prompt's logits, float32 [T, vocab], as .npy")

@@ -280,3 +280,23 @@ TEST_CASE("generation (shared with COMPLEXITY-DEEP) runs on the PRISM model: gre
     KVCache<Tiny> c1(32), c2(32);
     CHECK(generate(model, c1, prompt, 8, p) == generate(model, c2, prompt, 8, p));
 }
+
+// bf16 arithmetic: the bound and its derivation are those of test_complexity_bf16.cpp.
+TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference; packs follow weight edits") {
+    if (cpu::best_bf16_level() == cpu::Bf16Level::none) {
+        MESSAGE("skipped: this machine has no bf16 instructions (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    PrismModel<Tiny> model(test_weights<Tiny>(21), cpu::Compute::bf16);
+    CHECK(model.bf16_bytes() > 0);
+    const auto tokens = random_tokens(40, Tiny::vocab, 22);
+    const double err = testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens));
+    MESSAGE("bf16 arithmetic, relative error ", err);
+    CHECK(err < 3e-2);
+    CHECK(err > 1e-4);  // the products did run in bf16
+    // Edits through the mutable accessor reach the next call.
+    for (auto& v : model.weights().layers[1].c_fc_weight) v *= -1.0f;
+    const auto edited = model.forward(tokens);
+    PrismModel<Tiny> fresh(model.weights(), cpu::Compute::bf16);
+    CHECK(edited == fresh.forward(tokens));
+}

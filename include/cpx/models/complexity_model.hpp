@@ -18,6 +18,10 @@
 // given size has run, calls no larger allocate nothing. Models are values: a
 // copy owns its own weights and workspaces (it holds no view into the source,
 // which may then be destroyed) and starts with no observers attached.
+//
+// Arithmetic: fp32 by default; Compute::bf16 packs a bf16 copy of the
+// matrices (models/complexity_bf16.hpp) and runs prefill-sized products in bf16
+// with fp32 sums where the CPU has bf16 instructions (docs/BF16.md).
 
 #include <algorithm>
 #include <cstdint>
@@ -34,7 +38,9 @@
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/row_norms.hpp"
 #include "cpx/cpu/workspace.hpp"
+#include "cpx/models/complexity_bf16.hpp"
 #include "cpx/models/complexity_observers.hpp"
+#include "cpx/models/compute_choice.hpp"
 #include "cpx/models/complexity_weights.hpp"
 #include "cpx/models/kv_cache.hpp"
 #include "cpx/models/sequence_batch.hpp"
@@ -61,12 +67,26 @@ public:
     using Cache = KVCache<C, KV>;
     using Tokens = TokenSpan;
 
-    explicit ComplexityModel(Weights weights) : weights_(std::move(weights)), attention_(make_attention()) {
+    explicit ComplexityModel(Weights weights, cpu::Compute compute = cpu::Compute::fp32)
+        : weights_(std::move(weights)), attention_(make_attention()) {
         if constexpr (C::mlp == MlpKind::token_routed)
             for (int l = 0; l < C::layers; ++l) (void)weights_.routing(l);  // validates every table once
+        set_compute(compute);
     }
 
     const Weights& weights() const { return weights_; }
+
+    // ---- arithmetic
+
+    /// fp32, or bf16 products with fp32 sums. bf16 packs the weights once (2 bytes per
+    /// matrix element); on a CPU without bf16 instructions it keeps fp32 arithmetic
+    /// (bf16_level() tells which runs).
+    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    cpu::Compute compute() const { return compute_.compute(); }
+    /// The bf16 kernels in use: none when the products run in fp32.
+    cpu::Bf16Level bf16_level() const { return compute_.level(); }
+    /// Bytes of the packed bf16 copies (0 with fp32 arithmetic).
+    std::size_t bf16_bytes() const { return compute_.bytes(); }
 
     // ---- observers
 
@@ -174,6 +194,7 @@ private:
         reserve(n, static_cast<index_t>(batch.size()), max_keys);
         if (n == 0) return;
 
+        const ComplexityBf16<C, W>* bf16 = compute_.packs(weights_);
         tokens_.clear();
         for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
         const cpu::RowBlock<float> h = cpu::block_in(h_, n, C::hidden);
@@ -186,30 +207,34 @@ private:
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l);
             cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
+            auto attention = weights_.attention(l);
+            if (bf16) bf16->attach_attention(l, attention);
             if constexpr (C::attention == AttentionKind::prism) {
                 if (distance_)
-                    attention_.forward(weights_.attention(l), x, rows_, h, cpu::Write::accumulate,
-                                       distance_->layer(l));
+                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate, distance_->layer(l));
                 else
-                    attention_.forward(weights_.attention(l), x, rows_, h, cpu::Write::accumulate);
+                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate);
             } else {
                 cpu::MuContribution* mu_obs = nullptr;
                 if constexpr (C::use_mu)
                     if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
-                attention_.forward(weights_.attention(l), x, rows_, h, mu_obs);
+                attention_.forward(attention, x, rows_, h, mu_obs);
             }
             cpu::rmsnorm_rows(h, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
             std::span<index_t> counts;
             if constexpr (C::routed)
                 if (expert_load_) counts = expert_load_->tokens[l];
-            if constexpr (C::mlp == MlpKind::token_routed)
-                mlp_.forward(weights_.token_routed_mlp(l), m, tokens_, routing(l), h, counts);
-            else if constexpr (C::mlp == MlpKind::learned_router)
-                mlp_.forward(weights_.learned_router_mlp(l), m, h, counts);
-            else
-                mlp_.forward(weights_.dense_mlp(l), m, h);
+            auto mlp = mlp_weights(l);
+            if (bf16) bf16->attach_mlp(l, mlp);
+            if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens_, routing(l), h, counts);
+            else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, h, counts);
+            else mlp_.forward(mlp, m, h);
             if constexpr (C::use_mu)
-                if (l + 1 < C::layers) cpu::next_mu<C, W>(weights_.mu_guidance(l), h, x.sub_cols(C::hidden, C::hidden), scratch_);
+                if (l + 1 < C::layers) {
+                    auto mu = weights_.mu_guidance(l);
+                    if (bf16) bf16->attach_mu_guidance(l, mu);
+                    cpu::next_mu<C, W>(mu, h, x.sub_cols(C::hidden, C::hidden), scratch_);
+                }
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
         head(batch, at, h, logits);
@@ -257,8 +282,15 @@ private:
         }
         const cpu::RowBlock<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
         cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
+        const ComplexityBf16<C, W>* bf16 = compute_.packs(weights_);
         cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,
-                       cpu::Write::overwrite, scratch_);
+                       cpu::Write::overwrite, scratch_, bf16 ? bf16->head() : nullptr);
+    }
+
+    auto mlp_weights(int l) const {
+        if constexpr (C::mlp == MlpKind::token_routed) return weights_.token_routed_mlp(l);
+        else if constexpr (C::mlp == MlpKind::learned_router) return weights_.learned_router_mlp(l);
+        else return weights_.dense_mlp(l);
     }
 
     using Attention = typename detail::attention_layer_of<C, W, KV>::type;
@@ -277,6 +309,7 @@ private:
     }
 
     Weights weights_;
+    ComputeChoice<ComplexityBf16<C, W>> compute_;
     Attention attention_;
     Mlp mlp_;
     cpu::LinearScratch scratch_;

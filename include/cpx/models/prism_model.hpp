@@ -14,6 +14,10 @@
 // from several threads (each call is itself multi-threaded). Models are
 // values: a copy owns its own weights and workspaces and starts with no
 // observers attached.
+//
+// Arithmetic: fp32 by default; Compute::bf16 runs prefill-sized products in
+// bf16 with fp32 sums from packed copies of the matrices (models/prism_bf16.hpp,
+// docs/BF16.md), rebuilt after mutable access to the weights.
 
 #include <algorithm>
 #include <cstdint>
@@ -28,6 +32,8 @@
 #include "cpx/cpu/layernorm.hpp"
 #include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/prism_attention.hpp"
+#include "cpx/models/compute_choice.hpp"
+#include "cpx/models/prism_bf16.hpp"
 #include "cpx/cpu/sequence_rows.hpp"
 #include "cpx/cpu/workspace.hpp"
 #include "cpx/models/complexity_observers.hpp"
@@ -48,11 +54,25 @@ public:
     using Tokens = TokenSpan;
     using Attention = PrismAttentionOf<C>;
 
-    explicit PrismModel(Weights weights) : weights_(std::move(weights)), attention_(C::max_positions) {}
+    explicit PrismModel(Weights weights, cpu::Compute compute = cpu::Compute::fp32)
+        : weights_(std::move(weights)), attention_(C::max_positions) {
+        set_compute(compute);
+    }
 
     const Weights& weights() const { return weights_; }
-    /// Mutable access, e.g. to set each layer's lambda along a training-time schedule.
-    Weights& weights() { return weights_; }
+    /// Mutable access, e.g. to set each layer's lambda along a training-time schedule
+    /// (with bf16 arithmetic, the packed copies are rebuilt before the next call).
+    Weights& weights() {
+        compute_.invalidate();
+        return weights_;
+    }
+
+    // ---- arithmetic: as ComplexityModel's
+
+    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    cpu::Compute compute() const { return compute_.compute(); }
+    cpu::Bf16Level bf16_level() const { return compute_.level(); }
+    std::size_t bf16_bytes() const { return compute_.bytes(); }
 
     // ---- observers
 
@@ -140,18 +160,22 @@ private:
         const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
         embed(batch, caches, x);
+        const PrismBf16<C, W>* bf16 = compute_.packs(weights_);
         for (int l = 0; l < C::layers; ++l) {
             const auto& w = weights_.layers[static_cast<std::size_t>(l)];
+            auto attention = w.attention();
+            auto mlp = w.mlp();
+            if (bf16) bf16->attach(l, attention), bf16->attach(l, mlp);
             describe_sequences(batch, caches, l);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
             if (distance_)
-                attention_.forward(w.attention(), cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
                                    cpu::Write::accumulate, distance_->layer(l));
             else
-                attention_.forward(w.attention(), cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
                                    cpu::Write::accumulate);
             cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
-            cpu::gelu_mlp(normed, w.mlp(), hidden, x, scratch_, cpu::Write::accumulate);
+            cpu::gelu_mlp(normed, mlp, hidden, x, scratch_, cpu::Write::accumulate);
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
         head(batch, at, x, logits);
@@ -202,11 +226,13 @@ private:
             rows = x.rows(0, static_cast<index_t>(batch.size()));
         }
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
+        const PrismBf16<C, W>* bf16 = compute_.packs(weights_);
         cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
-                       logits, cpu::Write::overwrite, scratch_);
+                       logits, cpu::Write::overwrite, scratch_, bf16 ? bf16->head() : nullptr);
     }
 
     Weights weights_;
+    ComputeChoice<PrismBf16<C, W>> compute_;
     cpu::PrismAttention<Attention, W, KV> attention_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;

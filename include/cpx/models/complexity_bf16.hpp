@@ -1,0 +1,107 @@
+#pragma once
+// bf16 arithmetic for a COMPLEXITY-DEEP model (docs/BF16.md): a bf16 copy of
+// every matrix that prefill-sized products read, packed once for the bf16
+// kernels (cpu/packed_bf16.hpp), and attached to the layers' weight views so
+// those products run in bf16 with fp32 sums. Norms, the residual stream,
+// softmax, RoPE and mu's clamps stay fp32; few-row products (decode) read the
+// stored weights as before. The packs cost 2 bytes per matrix element on top
+// of the stored weights.
+
+#include <cstddef>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/models/complexity_weights.hpp"
+
+namespace cpx {
+
+template <ComplexityConfigType C, class W>
+class ComplexityBf16 {
+public:
+    explicit ComplexityBf16(const ComplexityWeights<C, W>& w) : layers_(static_cast<std::size_t>(C::layers)) {
+        using cpu::WeightOrientation;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int l = 0; l < C::layers; ++l) {
+            Layer& p = layers_[static_cast<std::size_t>(l)];
+            const auto a = w.attention(l);
+            if constexpr (C::attention == AttentionKind::prism) {
+                p.qkv_or_u = cpu::PackedBf16::pack(cpu::rows_of(a.u), WeightOrientation::out_in);
+                p.o_or_u_t = cpu::PackedBf16::pack(cpu::rows_of(a.u), WeightOrientation::in_out);
+            } else {
+                p.qkv_or_u = cpu::PackedBf16::pack(a.qkv, WeightOrientation::out_in);
+                p.o_or_u_t = cpu::PackedBf16::pack(a.o_proj, WeightOrientation::out_in);
+            }
+            if constexpr (C::routed) {
+                const cpu::ExpertWeights<W> e = w.experts(l);
+                for (int x = 0; x < C::experts; ++x) {
+                    p.expert_gate_up.push_back(cpu::PackedBf16::pack(e.gate_up_of(x), WeightOrientation::in_out));
+                    p.expert_down.push_back(cpu::PackedBf16::pack(e.down_of(x), WeightOrientation::in_out));
+                }
+                if constexpr (C::has_shared_expert) pack_swiglu(w.shared_expert(l), p);
+            } else {
+                pack_swiglu(w.dense_mlp(l), p);
+            }
+            if constexpr (C::use_mu)
+                if (l + 1 < C::layers)
+                    p.mu_proj = cpu::PackedBf16::pack(w.mu_guidance(l).mu_proj, WeightOrientation::out_in);
+        }
+        head_ = cpu::PackedBf16::pack(cpu::rows_of<const W>(w.embed_tokens.data(), C::vocab, C::hidden),
+                                      WeightOrientation::out_in);
+    }
+
+    /// Attaches layer l's packs to its attention view.
+    template <class View>
+    void attach_attention(int l, View& v) const {
+        const Layer& p = layer(l);
+        if constexpr (C::attention == AttentionKind::prism) v.u_bf16 = &p.qkv_or_u, v.u_t_bf16 = &p.o_or_u_t;
+        else v.qkv_bf16 = &p.qkv_or_u, v.o_proj_bf16 = &p.o_or_u_t;
+    }
+    /// Attaches layer l's packs to its MLP view (token-routed, learned-router or dense).
+    template <class View>
+    void attach_mlp(int l, View& v) const {
+        const Layer& p = layer(l);
+        if constexpr (C::routed) {
+            v.experts.gate_up_bf16 = p.expert_gate_up.data();
+            v.experts.down_bf16 = p.expert_down.data();
+            if constexpr (C::has_shared_expert) v.shared.gate_up_bf16 = &p.gate_up, v.shared.down_bf16 = &p.down;
+        } else {
+            v.gate_up_bf16 = &p.gate_up, v.down_bf16 = &p.down;
+        }
+    }
+    void attach_mu_guidance(int l, cpu::MuGuidanceWeights<W>& v) const
+        requires(C::use_mu)
+    {
+        v.mu_proj_bf16 = &layer(l).mu_proj;
+    }
+    /// The tied output head, Emb as [vocab, hidden].
+    const cpu::PackedBf16* head() const { return &head_; }
+
+    std::size_t bytes() const {
+        std::size_t b = head_.bytes();
+        for (const Layer& p : layers_) {
+            b += p.qkv_or_u.bytes() + p.o_or_u_t.bytes() + p.gate_up.bytes() + p.down.bytes() + p.mu_proj.bytes();
+            for (const auto& e : p.expert_gate_up) b += e.bytes();
+            for (const auto& e : p.expert_down) b += e.bytes();
+        }
+        return b;
+    }
+
+private:
+    struct Layer {
+        cpu::PackedBf16 qkv_or_u, o_or_u_t;              // attention: qkv and o_proj, or PRISM's U two ways
+        std::vector<cpu::PackedBf16> expert_gate_up, expert_down;
+        cpu::PackedBf16 gate_up, down;                    // shared expert or dense MLP
+        cpu::PackedBf16 mu_proj;
+    };
+    static void pack_swiglu(const cpu::SwiGluWeights<W>& s, Layer& p) {
+        p.gate_up = cpu::PackedBf16::pack(s.gate_up, cpu::WeightOrientation::out_in);
+        p.down = cpu::PackedBf16::pack(s.down, cpu::WeightOrientation::out_in);
+    }
+    const Layer& layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
+
+    std::vector<Layer> layers_;
+    cpu::PackedBf16 head_;
+};
+
+}  // namespace cpx

@@ -1,0 +1,103 @@
+// COMPLEXITY-DEEP models with bf16 arithmetic (Compute::bf16) against the
+// double-precision reference, for every MLP kind, top-k routing and PRISM
+// attention, with fp32 and bf16 stored weights.
+//
+// Bound: each product rounds its inputs and weights to bf16 (relative error up
+// to 2^-8 each, random in sign, so a dot product of n terms errs by about
+// 2^-8 / sqrt(n) of its magnitude, 2^-7 at worst); the tiny models chain ~10
+// products and norms that do not amplify. Measured: ~4e-3 relative to the
+// largest logit. The check allows 3e-2, the bound the bf16-stored-weights test
+// of test_complexity_model.cpp uses for the same rounding of the weights alone.
+#include <doctest/doctest.h>
+
+#include <cpx/config/presets.hpp>
+#include <cpx/models/complexity_model.hpp>
+
+#include "complexity_reference.hpp"
+#include "complexity_test_weights.hpp"
+#include "test_support.hpp"
+
+using namespace cpx;
+using cpx::testing::random_tokens;
+using cpx::testing::reference_logits;
+using cpx::testing::reference_weights;
+using cpx::testing::relative_error;
+using cpx::testing::test_weights;
+
+namespace {
+bool have_bf16_level() {
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) return true;
+    MESSAGE("skipped: this machine has no bf16 instructions (", cpu::cpu_features().summary(),
+            "); Compute::bf16 runs fp32 there");
+    return false;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("bf16 arithmetic: logits within the bf16 bound of the double reference", C,
+                   presets::TinyComplexity, presets::TinyTopK, presets::TinyDense, presets::TinyLearnedRouter,
+                   presets::TinyComplexityPrism) {
+    if (!have_bf16_level()) return;
+    auto weights = test_weights<C>(7);
+    const auto ref = reference_weights(weights);
+    ComplexityModel<C> fp32(weights);
+    ComplexityModel<C> model(std::move(weights), cpu::Compute::bf16);
+    CHECK(model.compute() == cpu::Compute::bf16);
+    CHECK(model.bf16_level() == cpu::best_bf16_level());
+    CHECK(model.bf16_bytes() > 0);
+    const auto tokens = random_tokens(40, C::vocab, 8);
+    const auto want = reference_logits<C>(ref, tokens);
+    const auto got = model.forward(tokens);
+    const double err = relative_error(got, want);
+    MESSAGE("bf16 arithmetic, relative error ", err);
+    CHECK(err < 3e-2);
+    // The products did run in bf16: fp32 arithmetic is ~1e-6 from the reference.
+    CHECK(relative_error(fp32.forward(tokens), want) < 1e-4);
+    CHECK(err > 1e-4);
+}
+
+TEST_CASE("bf16 arithmetic with bf16-stored weights: the packs are the stored values") {
+    using C = presets::TinyComplexity;
+    if (!have_bf16_level()) return;
+    auto weights = convert_weights<bf16>(test_weights<C>(9));
+    const auto ref = reference_weights(weights);
+    ComplexityModel<C, bf16> model(std::move(weights), cpu::Compute::bf16);
+    const auto tokens = random_tokens(33, C::vocab, 10);
+    CHECK(relative_error(model.forward(tokens), reference_logits<C>(ref, tokens)) < 3e-2);
+}
+
+TEST_CASE("bf16 arithmetic leaves few-row calls (decode) on the stored weights, and can be switched off") {
+    using C = presets::TinyComplexity;
+    if (!have_bf16_level()) return;
+    const auto weights = test_weights<C>(11);
+    ComplexityModel<C> fp32(weights);
+    ComplexityModel<C> model(weights, cpu::Compute::bf16);
+    const auto few = random_tokens(cpu::gemv_max_rows, C::vocab, 12);
+    CHECK(model.forward(few) == fp32.forward(few));
+    const auto many = random_tokens(30, C::vocab, 13);
+    CHECK(model.forward(many) != fp32.forward(many));
+    model.set_compute(cpu::Compute::fp32);
+    CHECK(model.bf16_bytes() == 0);
+    CHECK(model.bf16_level() == cpu::Bf16Level::none);
+    CHECK(model.forward(many) == fp32.forward(many));
+}
+
+TEST_CASE("bf16 arithmetic: a copied model owns its packs") {
+    using C = presets::TinyDense;
+    if (!have_bf16_level()) return;
+    std::vector<float> want;
+    const auto tokens = random_tokens(25, C::vocab, 14);
+    ComplexityModel<C> copy(test_weights<C>(1));
+    {
+        ComplexityModel<C> model(test_weights<C>(15), cpu::Compute::bf16);
+        want = model.forward(tokens);
+        copy = model;
+    }
+    CHECK(copy.bf16_bytes() > 0);
+    CHECK(copy.forward(tokens) == want);
+}
+
+TEST_CASE("arithmetic names: fp32 and bf16 parse, others are errors naming the choices") {
+    CHECK(cpu::parse_compute("fp32") == cpu::Compute::fp32);
+    CHECK(cpu::parse_compute("bf16") == cpu::Compute::bf16);
+    CHECK_THROWS_WITH_AS(cpu::parse_compute("fp16"), "unknown arithmetic 'fp16': expected fp32 or bf16", InputError);
+}
