@@ -54,9 +54,10 @@ std::unique_ptr<ComplexityWeights<C, W>> make_weights() {
 
 /// The model of `key` (one alive at a time: the 384M ones take 1.5 GB in fp32).
 template <ComplexityConfigType C, class W>
-ComplexityModel<C, W, W>& model(const std::string& key) {
-    return bench::one_model_alive<ComplexityModel<C, W, W>>(
-        key, [] { return std::make_unique<ComplexityModel<C, W, W>>(std::move(*make_weights<C, W>())); });
+ComplexityModel<C, W, W>& model(const std::string& key, cpu::Compute compute = cpu::Compute::fp32) {
+    return bench::one_model_alive<ComplexityModel<C, W, W>>(key, [compute] {
+        return std::make_unique<ComplexityModel<C, W, W>>(std::move(*make_weights<C, W>()), compute);
+    });
 }
 
 template <ComplexityConfigType C>
@@ -84,19 +85,25 @@ std::vector<Gemm> model_gemms(double batch, double tokens) {
     return g;
 }
 
+/// compute bf16: bf16 products with fp32 sums (named .../compute:bf16/...), also against the
+/// vdpbf16ps peak measured in this binary.
 template <ComplexityConfigType C, class W>
-void prefill(const std::string& preset, index_t batch, index_t tokens, int threads) {
-    const std::string key = preset + "/" + dtype_name<W>();
+void prefill(const std::string& preset, index_t batch, index_t tokens, int threads,
+             cpu::Compute compute = cpu::Compute::fp32) {
+    const bool bf16c = compute == cpu::Compute::bf16;
+    if (bf16c && cpu::best_bf16_level() == cpu::Bf16Level::none) return;
+    const std::string key = preset + "/" + dtype_name<W>() + (bf16c ? "/compute:bf16" : "");
     const std::string name = "model/complexity/" + key + shape_suffix("prefill", batch, "tokens", tokens, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model<C, W>(key);
+        auto& m = model<C, W>(key, compute);
         bench::PrefillStep<ComplexityModel<C, W, W>, KVCache<C, W>> step(m, batch, tokens, C::vocab);
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch);
         work.tokens = b * t;
         work.flops = bench::prefill_flops<C>(b, t);
         work.gemm_ceiling = bench::gemm_ceiling(model_gemms<C>(b, t));
+        if (bf16c) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
         warm_once(name, step);
         bench::run(state, work, step);
     });
@@ -148,6 +155,11 @@ void register_all() {
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
 
+    // bf16 arithmetic (bf16 weights, products in bf16 with fp32 sums): the comparison with
+    // OpenVINO's and PyTorch's bf16 inference.
+    for (index_t t : {512, 2048})
+        for (int threads : {2, 1}) prefill<ComplexityDeep187M, bf16>("187M", 1, t, threads, cpu::Compute::bf16);
+
     // run1 dense baseline.
     prefill<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
     decode<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
@@ -156,6 +168,7 @@ void register_all() {
     prefill<ComplexityDeep384M, float>("384M", 1, 512, 2);
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, float>("384M", 1, ctx, 2);
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, bf16>("384M", 1, ctx, 2);
+    for (int threads : {2, 1}) prefill<ComplexityDeep384M, bf16>("384M", 1, 512, threads, cpu::Compute::bf16);
     prefill<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
     decode<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
     decode<ComplexityDense384M, bf16>("384M_dense", 1, 512, 2);
@@ -163,6 +176,7 @@ void register_all() {
     // Opt-in (CPX_BENCH_LARGE=1): many seconds per iteration.
     if (bench::large_shapes()) {
         prefill<ComplexityDeep384M, float>("384M", 1, 2048, 2);
+        for (int threads : {2, 1}) prefill<ComplexityDeep384M, bf16>("384M", 1, 2048, threads, cpu::Compute::bf16);
         prefill<ComplexityDense384M, float>("384M_dense", 1, 2048, 2);
         prefill<ComplexityDeep187M, float>("187M", 16, 128, 2);
         prefill<ComplexityPilot1_5B, bf16>("1.5B", 1, 512, 2);

@@ -59,6 +59,31 @@ void prefill(const Shape& s, index_t tokens, int threads) {
     });
 }
 
+/// The same product in bf16 arithmetic (weights packed once, x rounded per call), against the
+/// vdpbf16ps peak measured in this binary and against Eigen's fp32 GEMM of the shape.
+void prefill_bf16_compute(const Shape& s, index_t tokens, int threads) {
+    if (cpu::best_bf16_level() == cpu::Bf16Level::none) return;  // the report names the CPU's levels
+    add(name_of(s, "bf16_compute", tokens, threads), [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * s.in), 1.0, 1);
+        const auto w = bench::normal_vector<float>(static_cast<std::size_t>(s.out * s.in), 0.02, 2);
+        const auto packed =
+            cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), s.out, s.in), cpu::WeightOrientation::out_in);
+        std::vector<float> y(static_cast<std::size_t>(tokens * s.out));
+        cpu::LinearScratch scratch;
+        Work work;
+        work.tokens = static_cast<double>(tokens);
+        work.flops = 2.0 * static_cast<double>(tokens * s.out * s.in);
+        work.gemm_ceiling = bench::gemm_ceiling({{double(tokens), double(s.out), double(s.in)}});
+        work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
+        bench::run(state, work, [&] {
+            cpu::linear<float>(cpu::rows_of(x.data(), tokens, s.in), cpu::rows_of(w.data(), s.out, s.in),
+                               cpu::rows_of(y.data(), tokens, s.out), cpu::Write::overwrite, scratch, &packed);
+            benchmark::DoNotOptimize(y.data());
+        });
+    });
+}
+
 /// Copies of one weight matrix filling 1 GiB, kept for the suite's lifetime
 /// per storage type (the last shape's copies are reused when they fit).
 template <class W>
@@ -111,6 +136,8 @@ void register_all() {
         }
         prefill<float>(s, 2048, 1);
         prefill<bf16>(s, 2048, 1);
+        for (index_t tokens : {512, 2048}) prefill_bf16_compute(s, tokens, 2);
+        prefill_bf16_compute(s, 2048, 1);
         for (int threads : {1, 2}) {
             decode<float>(s, threads, true);
             decode<float>(s, threads, false);

@@ -3,6 +3,8 @@
 // buffers from cache-sized to well past the last-level cache.
 #include "bench_support.hpp"
 
+#include <cpx/cpu/gemm_bf16.hpp>
+
 #include <string>
 
 namespace {
@@ -21,6 +23,38 @@ void sgemm(int m, int n, int k, int threads) {
             cpx::bench::run(state, w, [&] {
                 c.noalias() = a * b;
                 benchmark::DoNotOptimize(c.data());
+            });
+        });
+}
+
+/// The arithmetic peaks every bf16 case is measured against: one instruction in a register-resident loop.
+void peak(const char* name, double (*gflops)(int), int threads) {
+    add(std::string("machine/peak/") + name + "/threads:" + std::to_string(threads), [=](benchmark::State& state) {
+        double g = 0;
+        for (auto _ : state) g = gflops(threads);
+        state.counters["GFLOP_per_s"] = benchmark::Counter(g);
+    })->Iterations(1);
+}
+
+/// Our bf16 product on square shapes, against that peak.
+void gemm_bf16(int m, int n, int k, int threads) {
+    add("machine/gemm_bf16/m:" + std::to_string(m) + "/n:" + std::to_string(n) + "/k:" + std::to_string(k) +
+            "/threads:" + std::to_string(threads),
+        [=](benchmark::State& state) {
+            cpx::bench::set_threads(threads);
+            const auto x = cpx::bench::normal_vector<float>(static_cast<std::size_t>(m) * k, 1.0, 1);
+            const auto w = cpx::bench::normal_vector<float>(static_cast<std::size_t>(n) * k, 0.02, 2);
+            const auto packed = cpx::cpu::PackedBf16::pack(cpx::cpu::rows_of<const float>(w.data(), n, k),
+                                                           cpx::cpu::WeightOrientation::out_in);
+            std::vector<float> y(static_cast<std::size_t>(m) * n);
+            cpx::cpu::Bf16Scratch scratch;
+            cpx::bench::Work work;
+            work.flops = 2.0 * m * n * k;
+            work.bf16_peak = cpx::bench::machine_bf16_peak_gflops(threads);
+            cpx::bench::run(state, work, [&] {
+                cpx::cpu::gemm_bf16(cpx::cpu::rows_of<const float>(x.data(), m, k), packed,
+                                    cpx::cpu::rows_of(y.data(), m, n), false, scratch);
+                benchmark::DoNotOptimize(y.data());
             });
         });
 }
@@ -45,6 +79,14 @@ void register_all() {
         sgemm(2048, 1600, 1024, threads);  // 384M shared expert gate|up
         sgemm(512, 1600, 1024, threads);   // one of 4 experts' rows
         sgemm(2048, 8716, 1024, threads);  // 384M dense gate|up
+    }
+    for (int threads : {1, 2}) {
+        if (cpx::cpu::cpu_features().avx512f) peak("fma_f32", cpx::bench::machine_fma_peak_gflops, threads);
+        if (cpx::cpu::best_bf16_level() != cpx::cpu::Bf16Level::none) {
+            peak("dpbf16", cpx::bench::machine_bf16_peak_gflops, threads);
+            gemm_bf16(1024, 1024, 1024, threads);
+            gemm_bf16(2048, 2048, 2048, threads);
+        }
     }
     for (std::size_t mib : {16, 64, 512, 2048})
         for (int threads : {1, 2}) memory_read(mib, threads);

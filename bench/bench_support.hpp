@@ -26,6 +26,7 @@
 
 #include "bench_counters.hpp"
 #include "cpx/core/dtype.hpp"
+#include "cpx/cpu/cpu_features.hpp"
 
 namespace cpx::bench {
 
@@ -55,6 +56,61 @@ inline double machine_gemm_gflops(int m, int n, int k) {
     const int repeats = std::clamp(static_cast<int>(2e10 / flops), 3, 50);
     const double s = best_seconds([&] { c.noalias() = a * b; benchmark::DoNotOptimize(c.data()); }, repeats);
     return cache[key] = flops / s * 1e-9;
+}
+
+/// Register-resident loops of one instruction, 24 independent accumulators per
+/// thread (enough to cover its latency): the arithmetic peak of the chip, which
+/// no kernel can pass. `vfmadd231ps` counts 32 FLOP per 512-bit instruction,
+/// `vdpbf16ps` 64 (16 lanes x 2 products x multiply-add).
+__attribute__((target("avx512f"))) inline double fma_f32_loop(long iterations) {
+    __m512 acc[24];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    const __m512 x = _mm512_set1_ps(1e-7f), y = _mm512_set1_ps(1.0f);
+    for (long i = 0; i < iterations; ++i)
+#pragma GCC unroll 24
+        for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
+    float sum = 0;
+    for (auto& a : acc) sum += _mm512_reduce_add_ps(a);
+    return sum;
+}
+__attribute__((target("avx512f,avx512bf16"))) inline double dpbf16_loop(long iterations) {
+    __m512 acc[24];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(0x33d633d6), y = (__m512bh)_mm512_set1_epi32(0x3f803f80);
+    for (long i = 0; i < iterations; ++i)
+#pragma GCC unroll 24
+        for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+    float sum = 0;
+    for (auto& a : acc) sum += _mm512_reduce_add_ps(a);
+    return sum;
+}
+
+/// GFLOP/s of `loop` run on `threads` threads at once (best of 5), FLOP per instruction `per_instruction`.
+inline double peak_gflops(double (*loop)(long), double per_instruction, int threads) {
+    constexpr long iterations = 4000000;
+    double sink = 0;
+    const double s = best_seconds(
+        [&] {
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+            sink += loop(iterations);
+        },
+        5);
+    benchmark::DoNotOptimize(sink);
+    return threads * iterations * 24.0 * per_instruction / s * 1e-9;
+}
+
+/// The fp32 FMA peak (AVX-512), GFLOP/s, with `threads` threads (0 without AVX-512F).
+inline double machine_fma_peak_gflops(int threads) {
+    static std::map<int, double> cache;
+    if (auto it = cache.find(threads); it != cache.end()) return it->second;
+    return cache[threads] = cpx::cpu::cpu_features().avx512f ? peak_gflops(fma_f32_loop, 32, threads) : 0.0;
+}
+
+/// The bf16 dot-product peak (vdpbf16ps), GFLOP/s, with `threads` threads (0 without AVX512_BF16).
+inline double machine_bf16_peak_gflops(int threads) {
+    static std::map<int, double> cache;
+    if (auto it = cache.find(threads); it != cache.end()) return it->second;
+    return cache[threads] = cpx::cpu::cpu_features().avx512_bf16 ? peak_gflops(dpbf16_loop, 64, threads) : 0.0;
 }
 
 /// Sums `n` floats with `threads` OpenMP threads, each over its own contiguous
@@ -144,6 +200,8 @@ inline bool large_shapes() {
 inline int bench_main(int argc, char** argv, void (*register_all)()) {
     register_all();
     benchmark::AddCustomContext("cpx_compiler", __VERSION__);
+    benchmark::AddCustomContext("cpx_cpu_model", cpx::cpu::cpu_features().model);
+    benchmark::AddCustomContext("cpx_cpu_levels", cpx::cpu::cpu_features().summary());
 #ifdef CPX_BENCH_FLAGS
     benchmark::AddCustomContext("cpx_flags", CPX_BENCH_FLAGS);
 #endif

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite, as CI does:
 #   1. release build (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU),
-#   2. every fuzz target of tests/fuzz for 15 s (scripts/fuzz.sh),
-#   3. AddressSanitizer + UBSan build of the same tests.
+#   2. every fuzz target of tests/fuzz for 12 s (scripts/fuzz.sh),
+#   3. AddressSanitizer + UBSan build of the same tests (generic x86-64 flags: the run-time
+#      dispatched bf16 kernels run where the CPU has them, the AVX-512 GEMV and attention kernels
+#      compiled for -march=native do not), then of the kernel tests with native flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,8 +27,8 @@ cmake --preset release -DCPX_BUILD_LARGE_PRESET_PROGRAMS=OFF
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
-echo "== fuzz targets (libFuzzer, clang + ASan/UBSan), 15 s each; scripts/fuzz.sh runs them longer"
-bash scripts/fuzz.sh --seconds 15
+echo "== fuzz targets (libFuzzer, clang + ASan/UBSan), 12 s each; scripts/fuzz.sh runs them longer"
+bash scripts/fuzz.sh --seconds 12
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan
@@ -34,3 +36,9 @@ cmake --build --preset asan -j "$jobs"
 # The consumer projects test packaging and compiler warnings, which the release run covered;
 # they build separate projects with their own flags, so the sanitizer run skips them.
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
+
+echo "== sanitizer build with native CPU flags: the kernel tests, so the AVX-512 code is sanitized too"
+kernel_tests=(test_linear test_gemm_bf16 test_causal_attention)
+cmake --preset asan-native
+cmake --build --preset asan-native -j "$jobs" --target "${kernel_tests[@]}"
+ctest --preset asan-native -j "$jobs" -R "^($(IFS='|'; echo "${kernel_tests[*]}"))\$"
