@@ -180,6 +180,7 @@ class Report:
         rows = [("CPU", f"{m.get('cpu', '?')} ({m.get('cpus', '?')} vCPUs, {m.get('hypervisor', 'bare metal')} guest)"),
                 ("ISA of note", m.get("flags_avx512", "")), ("L3 (as reported)", m.get("l3", "?")),
                 ("Memory", m.get("memory", "?")), ("Kernel", m.get("kernel", "?")),
+                ("CPU as the binaries saw it", f"{ctx.get('cpx_cpu_model', '?')}: {ctx.get('cpx_cpu_levels', '?')}"),
                 ("Compiler", ctx.get("cpx_compiler", m.get("compiler", "?"))),
                 ("Flags", f"`{ctx.get('cpx_flags', '?')}`"), ("Eigen", m.get("eigen", "?")),
                 ("Google Benchmark", "1.7 (Debian; its library reports a debug build, which affects only its own "
@@ -214,6 +215,13 @@ class Report:
             if "eigen_sgemm" in n:
                 rows.append((f"Eigen SGEMM m={p['m']} n={p['n']} k={p['k']}", p["threads"],
                              f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s"))
+            elif "/peak/" in n:
+                what = {"fma_f32": "peak: fp32 FMA (vfmadd231ps loop)", "dpbf16": "peak: bf16 dot product (vdpbf16ps loop)"}
+                rows.append((what.get(n.split("/")[2], n), p["threads"], f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s"))
+            elif "gemm_bf16" in n:
+                rows.append((f"our bf16 product m={p['m']} n={p['n']} k={p['k']}", p["threads"],
+                             f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s ({fpct(self.o(n, 'frac_of_bf16_peak'))} of the "
+                             f"bf16 peak)"))
             else:
                 rows.append((f"memory read, {p['mib']} MiB", p["threads"], f"{self.o(n, 'GB_per_s'):.1f} GB/s"))
         if rows:
@@ -238,6 +246,7 @@ class Report:
                             f"worst short by {max(0, 70 - 100 * fr[worst]):.0f} points"))
         # 2. model prefill
         prefill = [n for n in self.names(r"^model/.*/prefill/") if self.o(n, "frac_of_gemm") is not None
+                   and "/compute:bf16/" not in n
                    and params(n)["threads"] == 2]
         if prefill:
             fr = {n: self.o(n, "frac_of_gemm") for n in prefill}
@@ -341,9 +350,11 @@ class Report:
                   "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`) against the "
                   "memory read rate, weights rotating through 1 GiB of copies. `eigen_gemv` is Eigen's own "
                   "matrix-vector product (single-threaded in Eigen 3.4) on the same fp32 weights. PyTorch's bf16 "
-                  "column is bf16 arithmetic.", "")
-        self.emit(table(hdr(["GFLOP/s", "of GEMM", "GB/s", "of read"]),
-                        self.layer_rows(r"^linear/", ["GFLOP_per_s", "frac_of_gemm", "GB_per_s", "frac_of_bandwidth"])),
+                  "column is bf16 arithmetic, as ours is in the `bf16_compute` rows (weights packed once, against the "
+                  "`vdpbf16ps` peak measured in the same binary; their \"of GEMM\" compares with Eigen's fp32 GEMM).", "")
+        self.emit(table(hdr(["GFLOP/s", "of GEMM", "of bf16 peak", "GB/s", "of read"]),
+                        self.layer_rows(r"^linear/", ["GFLOP_per_s", "frac_of_gemm", "frac_of_bf16_peak", "GB_per_s",
+                                                      "frac_of_bandwidth"])),
                   "")
         self.emit("### Attention", "",
                   "`mu_gqa` is COMPLEXITY-DEEP's attention with the mu terms (input [a|mu], 2d wide); `gqa_no_mu` the "
@@ -411,6 +422,17 @@ class Report:
                          f"{self.speedup(n):.2f}×" if self.speedup(n) else "–"))
         self.emit(table(["case", "ms", "tokens/s", "GFLOP/s", "GEMM ceiling", "of GEMM", "PyTorch ms",
                          "PyTorch ÷ ours"], rows), "")
+        rows = []
+        for n in sorted(self.names(r"^model/.*/compute:bf16/prefill/"), key=self.sort_key):
+            fp32 = n.replace("/compute:bf16", "")
+            rows.append((f"`{n.replace('model/', '')}`", fms(self.o(n)), fnum(self.o(n, "tokens_per_s")),
+                         fnum(self.o(n, "GFLOP_per_s")), fpct(self.o(n, "frac_of_bf16_peak")),
+                         f"{self.o(fp32) / self.o(n):.2f}×" if self.o(fp32) and self.o(n) else "–"))
+        if rows:
+            self.emit("bf16 arithmetic (docs/BF16.md): the same prefills with bf16 products and fp32 sums, against "
+                      "the `vdpbf16ps` peak measured in the same binary; the last column is the fp32-arithmetic "
+                      "time of the same weights ÷ this time.", "")
+            self.emit(table(["case", "ms", "tokens/s", "GFLOP/s", "of bf16 peak", "fp32 arithmetic ÷ bf16"], rows), "")
         self.emit("### Decode", "",
                   "One new token per sequence at `context` positions. Bound = bytes read (weights in their storage "
                   "type, one routed expert per distinct expert, the head, the KV cache) ÷ the measured read rate.", "")
@@ -474,6 +496,8 @@ class Report:
 
     def plot_experts(self):
         es = [1, 2, 4, 8, 16]
+        if not self.names(r"^mlp/.*/experts:"):  # a partial run (BENCH_SUITES / BENCH_FILTER) without these cases
+            return
         fig, ax = plt.subplots(figsize=(6, 3.8))
         for variant, label in (("token_routed", "token-routed"), ("masked_dense_dispatch", "masked dispatch")):
             names = [f"mlp/{variant}/experts:{e}/tokens:2048/threads:2" for e in es]

@@ -81,6 +81,24 @@ TEST_CASE("bf16 arithmetic leaves few-row calls (decode) on the stored weights, 
     CHECK(model.forward(many) == fp32.forward(many));
 }
 
+TEST_CASE("bf16 arithmetic through the KV cache: a bf16 prefill, then decode steps, match the reference") {
+    using C = presets::TinyComplexity;
+    if (!have_bf16_level()) return;
+    auto weights = test_weights<C>(16);
+    const auto ref = reference_weights(weights);
+    ComplexityModel<C> model(std::move(weights), cpu::Compute::bf16);
+    const auto tokens = random_tokens(36, C::vocab, 17);
+    const auto want = reference_logits<C>(ref, tokens);
+    KVCache<C> cache(64);
+    std::vector<float> got(tokens.size() * C::vocab);
+    const std::size_t prompt = 30;  // one bf16 prefill, then 6 decode steps on the stored weights
+    model.extend(cache, std::span(tokens).first(prompt), LogitsAt::all, cpu::rows_of(got.data(), prompt, C::vocab));
+    for (std::size_t i = prompt; i < tokens.size(); ++i)
+        model.extend(cache, std::span(tokens).subspan(i, 1), LogitsAt::all,
+                     cpu::rows_of(got.data() + i * C::vocab, 1, C::vocab));
+    CHECK(relative_error(got, want) < 3e-2);
+}
+
 TEST_CASE("bf16 arithmetic: a copied model owns its packs") {
     using C = presets::TinyDense;
     if (!have_bf16_level()) return;
