@@ -22,6 +22,7 @@ struct Work {
     double gemm_ceiling = 0;  ///< GFLOP/s of the GEMM library (Eigen, cuBLAS) on matching shapes, measured here (0: n/a)
     double read_ceiling = 0;  ///< GB/s memory read rate (CPU) or device copy rate (GPU), measured here (0: n/a)
     double bf16_peak = 0;     ///< GFLOP/s of the CPU's bf16 dot-product instruction, measured here (0: n/a)
+    double fma_peak = 0;      ///< GFLOP/s of the CPU's fp32 FMA instruction, measured here (0: n/a)
 };
 
 /// Sets the counters of `state` for its iterations of `w`, which took `seconds` in all.
@@ -42,6 +43,10 @@ inline void set_counters(benchmark::State& state, const Work& w, double seconds)
     if (w.bf16_peak > 0) {
         state.counters["bf16_peak_GFLOP_per_s"] = Counter(w.bf16_peak);
         state.counters["frac_of_bf16_peak"] = Counter(gflops / w.bf16_peak);
+    }
+    if (w.fma_peak > 0) {
+        state.counters["fma_peak_GFLOP_per_s"] = Counter(w.fma_peak);
+        state.counters["frac_of_fma_peak"] = Counter(gflops / w.fma_peak);
     }
     if (w.read_ceiling > 0) {
         state.counters["read_ceiling_GB_per_s"] = Counter(w.read_ceiling);

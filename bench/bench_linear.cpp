@@ -7,6 +7,7 @@
 //   matrix-vector product (single-threaded in Eigen 3.4) is the baseline.
 #include "bench_support.hpp"
 
+#include <cpx/cpu/gemm_f32_packed.hpp>
 #include <cpx/cpu/linear.hpp>
 
 #include <string>
@@ -84,6 +85,29 @@ void prefill_bf16_compute(const Shape& s, index_t tokens, int threads) {
     });
 }
 
+/// The fp32 product with the weight packed once (cpu/gemm_f32_packed.hpp) instead of Eigen's GEMM.
+void prefill_f32_packed(const Shape& s, index_t tokens, int threads) {
+    if (!cpu::gemm_f32_packed_available()) return;
+    add(name_of(s, "f32_packed", tokens, threads), [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * s.in), 1.0, 1);
+        const auto w = bench::normal_vector<float>(static_cast<std::size_t>(s.out * s.in), 0.02, 2);
+        const auto packed =
+            cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), s.out, s.in), cpu::WeightOrientation::out_in);
+        std::vector<float> y(static_cast<std::size_t>(tokens * s.out));
+        Work work;
+        work.tokens = static_cast<double>(tokens);
+        work.flops = 2.0 * static_cast<double>(tokens * s.out * s.in);
+        work.gemm_ceiling = bench::gemm_ceiling({{double(tokens), double(s.out), double(s.in)}});
+        work.fma_peak = bench::machine_fma_peak_gflops(threads);
+        bench::run(state, work, [&] {
+            cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), tokens, s.in), packed,
+                                 cpu::rows_of(y.data(), tokens, s.out), false);
+            benchmark::DoNotOptimize(y.data());
+        });
+    });
+}
+
 /// Copies of one weight matrix filling 1 GiB, kept for the suite's lifetime
 /// per storage type (the last shape's copies are reused when they fit).
 template <class W>
@@ -138,6 +162,8 @@ void register_all() {
         prefill<bf16>(s, 2048, 1);
         for (index_t tokens : {512, 2048}) prefill_bf16_compute(s, tokens, 2);
         prefill_bf16_compute(s, 2048, 1);
+        for (index_t tokens : {512, 2048}) prefill_f32_packed(s, tokens, 2);
+        prefill_f32_packed(s, 2048, 1);
         for (int threads : {1, 2}) {
             decode<float>(s, threads, true);
             decode<float>(s, threads, false);

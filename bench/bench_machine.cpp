@@ -4,6 +4,7 @@
 #include "bench_support.hpp"
 
 #include <cpx/cpu/gemm_bf16.hpp>
+#include <cpx/cpu/gemm_f32_packed.hpp>
 
 #include <string>
 
@@ -59,6 +60,29 @@ void gemm_bf16(int m, int n, int k, int threads) {
         });
 }
 
+/// Our packed fp32 product on square shapes, against the FMA peak (and, in the report, Eigen's SGEMM).
+void gemm_f32_packed(int m, int n, int k, int threads) {
+    add("machine/gemm_f32_packed/m:" + std::to_string(m) + "/n:" + std::to_string(n) + "/k:" + std::to_string(k) +
+            "/threads:" + std::to_string(threads),
+        [=](benchmark::State& state) {
+            cpx::bench::set_threads(threads);
+            const auto x = cpx::bench::normal_vector<float>(static_cast<std::size_t>(m) * k, 1.0, 1);
+            const auto w = cpx::bench::normal_vector<float>(static_cast<std::size_t>(n) * k, 0.02, 2);
+            const auto packed = cpx::cpu::PackedF32::pack(cpx::cpu::rows_of<const float>(w.data(), n, k),
+                                                          cpx::cpu::WeightOrientation::out_in);
+            std::vector<float> y(static_cast<std::size_t>(m) * n);
+            cpx::bench::Work work;
+            work.flops = 2.0 * m * n * k;
+            work.fma_peak = cpx::bench::machine_fma_peak_gflops(threads);
+            work.gemm_ceiling = cpx::bench::machine_gemm_gflops(m, n, k);
+            cpx::bench::run(state, work, [&] {
+                cpx::cpu::gemm_f32_packed(cpx::cpu::rows_of<const float>(x.data(), m, k), packed,
+                                          cpx::cpu::rows_of(y.data(), m, n), false);
+                benchmark::DoNotOptimize(y.data());
+            });
+        });
+}
+
 void memory_read(std::size_t mib, int threads) {
     add("machine/memory_read/mib:" + std::to_string(mib) + "/threads:" + std::to_string(threads),
         [=](benchmark::State& state) {
@@ -81,7 +105,12 @@ void register_all() {
         sgemm(2048, 8716, 1024, threads);  // 384M dense gate|up
     }
     for (int threads : {1, 2}) {
-        if (cpx::cpu::cpu_features().avx512f) peak("fma_f32", cpx::bench::machine_fma_peak_gflops, threads);
+        if (cpx::cpu::cpu_features().avx512f) {
+            peak("fma_f32", cpx::bench::machine_fma_peak_gflops, threads);
+            gemm_f32_packed(1024, 1024, 1024, threads);
+            gemm_f32_packed(2048, 2048, 2048, threads);
+            gemm_f32_packed(2048, 1280, 1536, threads);
+        }
         if (cpx::cpu::best_bf16_level() != cpx::cpu::Bf16Level::none) {
             peak("dpbf16", cpx::bench::machine_bf16_peak_gflops, threads);
             gemm_bf16(1024, 1024, 1024, threads);

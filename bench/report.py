@@ -218,6 +218,10 @@ class Report:
             elif "/peak/" in n:
                 what = {"fma_f32": "peak: fp32 FMA (vfmadd231ps loop)", "dpbf16": "peak: bf16 dot product (vdpbf16ps loop)"}
                 rows.append((what.get(n.split("/")[2], n), p["threads"], f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s"))
+            elif "gemm_f32_packed" in n:
+                rows.append((f"our packed fp32 product m={p['m']} n={p['n']} k={p['k']}", p["threads"],
+                             f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s ({fpct(self.o(n, 'frac_of_fma_peak'))} of the "
+                             f"FMA peak, {fpct(self.o(n, 'frac_of_gemm'))} of Eigen's)"))
             elif "gemm_bf16" in n:
                 rows.append((f"our bf16 product m={p['m']} n={p['n']} k={p['k']}", p["threads"],
                              f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s ({fpct(self.o(n, 'frac_of_bf16_peak'))} of the "

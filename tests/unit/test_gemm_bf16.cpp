@@ -107,8 +107,8 @@ TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 
     for (std::size_t i = 0; i < w.size(); ++i) wb[i] = bf16::from_float(w[i]);
     const auto c = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(wb.data(), n, k), cpu::WeightOrientation::out_in);
     CHECK(a.panels() == 2);
-    CHECK(a.pairs() == 5);
-    CHECK(a.bytes() == static_cast<std::size_t>(2 * 5 * cpu::bf16_panel_cols * 2 * 2));
+    CHECK(a.groups() == 5);
+    CHECK(a.bytes() == static_cast<std::size_t>(2 * 5 * cpu::packed_panel_cols * 2 * 2));
     for (int o = 0; o < n; ++o)
         for (int i = 0; i < k; ++i) {
             CHECK(a.at(o, i) == bf16_round(w[o * k + i]));
@@ -116,7 +116,7 @@ TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 
             CHECK(c.at(o, i) == a.at(o, i));
         }
     // Padding (column 70..127 of panel 1, input 9 of the last pair) is zero.
-    CHECK(a.at(cpu::bf16_panel_cols * 2 - 1, 9) == 0.0f);
+    CHECK(a.at(cpu::packed_panel_cols * 2 - 1, 9) == 0.0f);
     CHECK(a.at(3, 9) == 0.0f);
 }
 

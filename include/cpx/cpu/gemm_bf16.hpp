@@ -1,6 +1,6 @@
 #pragma once
 // y (= | +=) x . B in bf16 arithmetic: x's fp32 rows rounded to bf16 once per
-// call, B packed once at load (cpu/packed_bf16.hpp), products summed in fp32,
+// call, B packed once at load (cpu/packed_panels.hpp), products summed in fp32,
 // y fp32. This is what bf16 autocast does on other engines; its error is that
 // of rounding both operands to 8 significant bits (docs/BF16.md).
 //
@@ -9,11 +9,7 @@
 //   none         no bf16 instructions: callers keep the fp32 path
 // A level can be forced per call, so one process can compare every level it has.
 //
-// Blocking: the input dimension is cut into blocks of `block_pairs` pairs, so a
-// panel's block (64 columns x 2 x block_pairs x 2 bytes = 32 KiB) stays in L1
-// while the tiles of `block_rows` rows of x stream past it from L2; C is read
-// and written once per input block. Threads take a grid of row ranges x panel
-// ranges, panels first (each thread then reads only its share of B).
+// Blocking and threads: cpu/panel_gemm.hpp, with input blocks of 128 pairs.
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +19,8 @@
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/cpu_features.hpp"
 #include "cpx/cpu/gemm_bf16_avx512.hpp"
-#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/cpu/packed_panels.hpp"
+#include "cpx/cpu/panel_gemm.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
 
@@ -79,18 +76,7 @@ private:
 };
 
 namespace gemm_bf16_detail {
-inline constexpr index_t block_pairs = 128;
-inline constexpr index_t block_rows = 192;  // a multiple of every level's tile rows
-inline constexpr index_t block_panels = 4;
-
-/// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.
-inline void split(index_t count, int parts, int part, index_t unit, index_t& begin, index_t& end) {
-    const index_t units = (count + unit - 1) / unit;
-    const index_t per = units / parts, extra = units % parts;
-    const index_t b = part * per + std::min<index_t>(part, extra);
-    begin = std::min(count, b * unit);
-    end = std::min(count, (b + per + (part < extra ? 1 : 0)) * unit);
-}
+inline constexpr index_t block_pairs = 128;  // a panel's block: 64 columns x 2 x 128 x 2 bytes = 32 KiB, in L1
 }  // namespace gemm_bf16_detail
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
@@ -106,7 +92,7 @@ inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const
     require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
                         bf16_level_name(level), " is not available on this machine (",
                         cpu_features().summary(), ")");
-    const index_t m = x.rows, n = b.outputs(), pairs = b.pairs();
+    const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
     if (m == 0 || n == 0) return;
     if (pairs == 0) {  // K = 0: the product is zero
         if (!accumulate)
@@ -127,33 +113,13 @@ inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const
             k::round_to_bf16(x.row(r), x.cols, a + r * lda);
             if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
         }
-        // Thread grid: panel groups first, row groups with what is left.
-        const int tn = static_cast<int>(std::min<index_t>(team, panels));
-        const int tm = team / tn;
-        if (t < tn * tm) {
-            index_t p0, p1, r0, r1;
-            split(panels, tn, t % tn, 1, p0, p1);
-            split(m, tm, t / tn, k::tile_rows, r0, r1);
-            for (index_t mb = r0; mb < r1; mb += block_rows) {
-                const index_t me = std::min(r1, mb + block_rows);
-                for (index_t pb = p0; pb < p1; pb += block_panels) {
-                    const index_t pe = std::min(p1, pb + block_panels);
-                    for (index_t kp = 0; kp < pairs; kp += block_pairs) {
-                        const index_t kn = std::min(block_pairs, pairs - kp);
-                        const bool load_c = accumulate || kp > 0;
-                        for (index_t p = pb; p < pe; ++p) {
-                            const index_t cols = std::min(bf16_panel_cols, n - p * bf16_panel_cols);
-                            const std::uint16_t* bp = b.panel(p, kp);
-                            for (index_t r = mb; r < me; r += k::tile_rows) {
-                                const int rows = static_cast<int>(std::min<index_t>(k::tile_rows, me - r));
-                                k::tile_rows_n(rows, a + r * lda + 2 * kp, lda, bp, kn,
-                                               y.row(r) + p * bf16_panel_cols, y.stride, cols, load_c);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
+                                 [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
+                                     k::tile_rows_n(rows, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                                    y.row(r) + p * packed_panel_cols, y.stride,
+                                                    std::min(packed_panel_cols, n - p * packed_panel_cols),
+                                                    accumulate || !first_block);
+                                 });
     }
 #else
     (void)scratch;

@@ -22,7 +22,7 @@
 #include <cstring>
 
 #include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/cpu/packed_panels.hpp"
 
 #define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
@@ -31,8 +31,8 @@ namespace cpx::cpu::avx512_bf16 {
 /// Rows per micro-kernel tile.
 inline constexpr int tile_rows = 6;
 /// 16-lane vectors per panel.
-inline constexpr int panel_vectors = static_cast<int>(bf16_panel_cols / 16);
-static_assert(bf16_panel_cols % 16 == 0, "a packed panel is whole 16-lane vectors");
+inline constexpr int panel_vectors = static_cast<int>(packed_panel_cols / 16);
+static_assert(packed_panel_cols % 16 == 0, "a packed panel is whole 16-lane vectors");
 
 /// dst[0:n) = bf16(src[0:n)), rounded to nearest even (inputs below 2^-126 become 0,
 /// as vcvtne2ps2bf16 treats denormals).
@@ -54,7 +54,7 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 /// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
 /// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written.
 template <int MR>
-CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const std::uint16_t* b, index_t pairs,
+CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
                                         float* c, index_t ldc, index_t cols, bool load_c) {
     constexpr int NV = panel_vectors;
     __mmask16 mask[NV];
@@ -72,7 +72,7 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
     const std::uint16_t* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t p = 0; p < pairs; ++p) {
-        const std::uint16_t* bp = b + p * (bf16_panel_cols * 2);
+        const bf16* bp = b + p * (packed_panel_cols * 2);
         __m512bh bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
@@ -94,7 +94,7 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
 }
 
 /// tile<rows> for 1 <= rows <= tile_rows.
-CPX_TARGET_AVX512_BF16 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const std::uint16_t* b,
+CPX_TARGET_AVX512_BF16 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b,
                                                index_t pairs, float* c, index_t ldc, index_t cols, bool load_c) {
     switch (rows) {
         case 6: tile<6>(a, lda, b, pairs, c, ldc, cols, load_c); break;

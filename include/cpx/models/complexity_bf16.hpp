@@ -1,7 +1,7 @@
 #pragma once
 // bf16 arithmetic for a COMPLEXITY-DEEP model (docs/BF16.md): a bf16 copy of
 // every matrix that prefill-sized products read, packed once for the bf16
-// kernels (cpu/packed_bf16.hpp), and attached to the layers' weight views so
+// kernels (cpu/packed_panels.hpp), and attached to the layers' weight views so
 // those products run in bf16 with fp32 sums. Norms, the residual stream,
 // softmax, RoPE and mu's clamps stay fp32; few-row products (decode) read the
 // stored weights as before. The packs cost 2 bytes per matrix element on top
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cpx/config/complexity_config.hpp"
-#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/cpu/packed_panels.hpp"
 #include "cpx/models/complexity_weights.hpp"
 
 namespace cpx {

@@ -9,7 +9,7 @@
 #include "cpx/config/prism_config.hpp"
 #include "cpx/cpu/attention_distance.hpp"
 #include "cpx/cpu/gelu_mlp.hpp"
-#include "cpx/cpu/packed_bf16.hpp"
+#include "cpx/cpu/packed_panels.hpp"
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/models/prism_weights.hpp"
 

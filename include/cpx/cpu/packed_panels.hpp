@@ -1,0 +1,109 @@
+#pragma once
+// A weight matrix repacked once, at load, into the layout our register-blocked
+// product kernels read: B of y = x . B with B [K, N] (K inputs, N outputs),
+// cut into panels of `panel_cols` output columns; inside a panel, each group
+// of G consecutive inputs of the panel's columns is one contiguous run of
+// panel_cols x G values:
+//
+//   packed[((panel * groups + k / G) * panel_cols + n % panel_cols) * G + k % G] = B[k, n]
+//
+// G is the number of values one 32-bit lane of the kernel's multiply-add
+// consumes: 2 for bf16 (vdpbf16ps multiplies two consecutive k of one column
+// per lane; an AMX B tile has the same rows of k pairs x 16 columns), 1 for
+// fp32 (vfmadd231ps). A 512-bit load is then 16 columns x G inputs. K is padded
+// to whole groups and N to whole panels with zeros, so kernels need no tails
+// in K or inside a panel.
+//
+// The source may be fp32 or bf16, in nn.Linear layout [N, K] or input-major
+// layout [K, N]; to bf16 rounds to nearest even, everything else is exact.
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/strided.hpp"
+
+namespace cpx::cpu {
+
+/// Output columns per panel of a packed weight: four 16-lane registers.
+inline constexpr index_t packed_panel_cols = 64;
+
+/// Orientation of the source matrix handed to PackedPanels::pack.
+enum class WeightOrientation : bool {
+    out_in,  ///< [N, K]: nn.Linear, y = x . W^T
+    in_out,  ///< [K, N]: input-major, y = x . W
+};
+
+/// T: the packed element type, bf16 or float.
+template <class T>
+class PackedPanels {
+    static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "panels hold bf16 or fp32 values");
+
+public:
+    /// Values of consecutive inputs that one 32-bit lane consumes.
+    static constexpr index_t group = static_cast<index_t>(4 / sizeof(T));
+
+    PackedPanels() = default;
+
+    /// Packs `w` (fp32 or bf16, any row stride) as the B of y = x . B.
+    template <class W>
+    static PackedPanels pack(const RowBlock<const W>& w, WeightOrientation orientation) {
+        static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "packing reads fp32 or bf16 weights");
+        require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.stride >= w.cols),
+                            "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.stride);
+        PackedPanels p;
+        const bool nk = orientation == WeightOrientation::out_in;
+        p.n_ = nk ? w.rows : w.cols;
+        p.k_ = nk ? w.cols : w.rows;
+        p.groups_ = (p.k_ + group - 1) / group;
+        p.panels_ = (p.n_ + packed_panel_cols - 1) / packed_panel_cols;
+        p.data_.assign(static_cast<std::size_t>(p.panels_ * p.groups_ * packed_panel_cols * group), T{});
+        for (index_t r = 0; r < w.rows; ++r) {
+            const W* row = w.row(r);
+            for (index_t c = 0; c < w.cols; ++c) {
+                const index_t n = nk ? r : c, k = nk ? c : r;
+                p.data_[static_cast<std::size_t>(p.offset(n, k))] = convert(row[c]);
+            }
+        }
+        return p;
+    }
+
+    index_t outputs() const { return n_; }  ///< N
+    index_t inputs() const { return k_; }   ///< K
+    index_t groups() const { return groups_; }
+    index_t panels() const { return panels_; }
+    bool empty() const { return data_.empty(); }
+    std::size_t bytes() const { return data_.size() * sizeof(T); }
+
+    /// First value of `panel` at input group `g`: panel_cols x group values follow.
+    const T* panel(index_t panel, index_t g = 0) const {
+        return data_.data() + (panel * groups_ + g) * packed_panel_cols * group;
+    }
+    /// Index of B[k, n] in the packed array.
+    index_t offset(index_t n, index_t k) const {
+        return ((n / packed_panel_cols * groups_ + k / group) * packed_panel_cols + n % packed_panel_cols) * group +
+               k % group;
+    }
+    /// B[k, n] as stored, as float, for tests and fallbacks.
+    float at(index_t n, index_t k) const { return to_float(data_[static_cast<std::size_t>(offset(n, k))]); }
+
+private:
+    template <class W>
+    static T convert(W v) {
+        if constexpr (std::is_same_v<T, W>) return v;
+        else return from_float<T>(to_float(v));
+    }
+
+    AlignedVector<T> data_;
+    index_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
+};
+
+/// bf16 panels, for bf16 arithmetic (cpu/gemm_bf16.hpp).
+using PackedBf16 = PackedPanels<bf16>;
+/// fp32 panels, for the packed fp32 product (cpu/gemm_f32_packed.hpp).
+using PackedF32 = PackedPanels<float>;
+
+}  // namespace cpx::cpu

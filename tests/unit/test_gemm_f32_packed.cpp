@@ -1,0 +1,135 @@
+// The packed fp32 product (cpu/gemm_f32_packed.hpp) against a double-precision
+// reference. The operands are exact in fp32, so only the summation errs:
+// |y - y_exact| <= (K + 1) 2^-24 S per element, S = |y0| + sum_k |x_k w_k|
+// (K additions, one more when accumulating into y0), checked element by element.
+#include <doctest/doctest.h>
+
+#include <cpx/cpu/gemm_f32_packed.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace cpx;
+
+namespace {
+
+bool have_avx512() {
+    if (cpu::gemm_f32_packed_available()) return true;
+    MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
+    return false;
+}
+
+/// Checks y (read from a strided block) against the exact product; w is [n, k].
+void check_exact(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& y, int m, int k,
+                 int n, index_t y_stride, index_t y_offset, const std::vector<float>* initial) {
+    int bad = 0;
+    for (int r = 0; r < m; ++r)
+        for (int o = 0; o < n; ++o) {
+            double exact = initial ? (*initial)[r * n + o] : 0.0, s = std::abs(exact);
+            for (int i = 0; i < k; ++i) {
+                const double t = double(x[r * k + i]) * w[o * k + i];
+                exact += t;
+                s += std::abs(t);
+            }
+            if (!(std::abs(y[y_offset + r * y_stride + o] - exact) <= (k + 1) * 0x1p-24 * s * 1.01 + 1e-30)) ++bad;
+        }
+    CHECK(bad == 0);
+}
+
+void run_case(int m, int k, int n, bool accumulate, cpu::WeightOrientation orientation) {
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    CAPTURE(accumulate);
+    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 41 + m + 3 * k);
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 43 + n, 0.05f);  // [n, k]
+    cpu::PackedF32 packed;
+    if (orientation == cpu::WeightOrientation::out_in) {
+        packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), orientation);
+    } else {
+        std::vector<float> wt(w.size());
+        for (int o = 0; o < n; ++o)
+            for (int i = 0; i < k; ++i) wt[static_cast<std::size_t>(i) * n + o] = w[static_cast<std::size_t>(o) * k + i];
+        packed = cpu::PackedF32::pack(cpu::rows_of<const float>(wt.data(), k, n), orientation);
+    }
+    const auto initial = testing::random_normal(static_cast<std::size_t>(m) * n, 6);
+    std::vector<float> y = accumulate ? initial : testing::poisoned<float>(initial.size());
+    cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n), accumulate);
+    check_exact(x, w, y, m, k, n, n, 0, accumulate ? &initial : nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("fp32 packing is exact, padding is zero") {
+    const int n = 70, k = 9;
+    const auto w = testing::random_normal(n * k, 4);
+    const auto p = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    CHECK(p.groups() == k);
+    CHECK(p.panels() == 2);
+    for (int o = 0; o < n; ++o)
+        for (int i = 0; i < k; ++i) CHECK(p.at(o, i) == w[o * k + i]);
+    CHECK(p.at(cpu::packed_panel_cols * 2 - 1, 8) == 0.0f);
+}
+
+TEST_CASE("packed fp32 product: tails in M, N and K, both modes, both orientations") {
+    if (!have_avx512()) return;
+    const int cases[][3] = {{1, 1, 1}, {5, 3, 17}, {6, 31, 65}, {7, 64, 63}, {13, 257, 130}, {200, 300, 200},
+                            {37, 700, 129}, {400, 96, 70}};
+    for (const auto& c : cases)
+        for (bool accumulate : {false, true}) run_case(c[0], c[1], c[2], accumulate, cpu::WeightOrientation::out_in);
+    for (bool accumulate : {false, true}) run_case(13, 257, 130, accumulate, cpu::WeightOrientation::in_out);
+}
+
+TEST_CASE("packed fp32 product: strided input and output; columns beside the output are untouched") {
+    if (!have_avx512()) return;
+    const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
+    const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 18);
+    std::vector<float> x(static_cast<std::size_t>(m) * k);
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 19, 0.05f);
+    const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
+    cpu::gemm_f32_packed(cpu::RowBlock<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                         cpu::RowBlock<float>{y.data() + y_offset, m, n, y_stride}, false);
+    check_exact(x, w, y, m, k, n, y_stride, y_offset, nullptr);
+    int touched = 0;
+    for (int r = 0; r < m; ++r)
+        for (int j = 0; j < y_stride; ++j)
+            if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
+    CHECK(touched == 0);
+}
+
+TEST_CASE("packed fp32 product: the same result on one thread and on all") {
+    if (!have_avx512()) return;
+    const int m = 150, k = 299, n = 300;
+    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 51);
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 52, 0.05f);
+    const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
+    cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false);
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    CHECK(all == one);
+    check_exact(x, w, all, m, k, n, n, 0, nullptr);
+}
+
+TEST_CASE("packed fp32 product: shape mismatches are errors") {
+    const auto w = testing::random_normal(8 * 4, 1);
+    const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in);
+    std::vector<float> x(3 * 5), y(3 * 8);
+    CHECK_THROWS_AS(
+        cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), 3, 5), packed, cpu::rows_of(y.data(), 3, 8), false),
+        ShapeError);
+    CHECK_THROWS_AS(
+        cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 2, 8), false),
+        ShapeError);
+}
