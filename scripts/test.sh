@@ -38,7 +38,7 @@ cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
 
 echo "== sanitizer build with native CPU flags: the kernel tests, so the AVX-512 code is sanitized too"
-kernel_tests=(test_linear test_gemm_bf16 test_causal_attention)
+kernel_tests=(test_linear test_gemm_bf16 test_gemm_f32_packed test_causal_attention)
 cmake --preset asan-native
 cmake --build --preset asan-native -j "$jobs" --target "${kernel_tests[@]}"
 ctest --preset asan-native -j "$jobs" -R "^($(IFS='|'; echo "${kernel_tests[*]}"))\$"

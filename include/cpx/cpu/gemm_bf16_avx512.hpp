@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/avx512_tile.hpp"
 #include "cpx/cpu/packed_panels.hpp"
 
 #define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -29,10 +30,7 @@
 namespace cpx::cpu::avx512_bf16 {
 
 /// Rows per micro-kernel tile.
-inline constexpr int tile_rows = 6;
-/// 16-lane vectors per panel.
-inline constexpr int panel_vectors = static_cast<int>(packed_panel_cols / 16);
-static_assert(packed_panel_cols % 16 == 0, "a packed panel is whole 16-lane vectors");
+inline constexpr int tile_rows = avx512_tile::rows;
 
 /// dst[0:n) = bf16(src[0:n)), rounded to nearest even (inputs below 2^-126 become 0,
 /// as vcvtne2ps2bf16 treats denormals).
@@ -56,56 +54,32 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 template <int MR>
 CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
                                         float* c, index_t ldc, index_t cols, bool load_c) {
-    constexpr int NV = panel_vectors;
-    __mmask16 mask[NV];
-    for (int v = 0; v < NV; ++v) {
-        const index_t left = cols - 16 * v;
-        mask[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
-                             : static_cast<__mmask16>(left <= 0 ? 0u : (1u << left) - 1u);
-    }
-    __m512 acc[MR][NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v)
-            acc[r][v] = load_c ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    constexpr int NV = avx512_tile::vectors;
+    avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
     const std::uint16_t* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t p = 0; p < pairs; ++p) {
         const bf16* bp = b + p * (packed_panel_cols * 2);
         __m512bh bv[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-            bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
-        }
+        for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
             std::int32_t word;
             std::memcpy(&word, arow[r] + 2 * p, sizeof word);
             const __m512bh av = (__m512bh)_mm512_set1_epi32(word);
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+            for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm512_dpbf16_ps(acc.v[r][v], av, bv[v]);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
+    acc.store(c, ldc);
 }
 
 /// tile<rows> for 1 <= rows <= tile_rows.
-CPX_TARGET_AVX512_BF16 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b,
-                                               index_t pairs, float* c, index_t ldc, index_t cols, bool load_c) {
-    switch (rows) {
-        case 6: tile<6>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-        case 5: tile<5>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-        case 4: tile<4>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-        case 3: tile<3>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-        case 2: tile<2>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-        default: tile<1>(a, lda, b, pairs, c, ldc, cols, load_c); break;
-    }
+inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
+                        index_t ldc, index_t cols, bool load_c) {
+    avx512_tile::for_rows(rows, [&]<int R>() { tile<R>(a, lda, b, pairs, c, ldc, cols, load_c); });
 }
-static_assert(tile_rows == 6, "tile_rows_n covers 1..6 rows");
 
 }  // namespace cpx::cpu::avx512_bf16
 
