@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <limits>
 #include <random>
 #include <vector>
@@ -25,6 +28,20 @@ inline std::vector<int> random_ints(std::size_t n, int lo, int hi, std::uint64_t
     std::vector<int> v(n);
     for (auto& x : v) x = dist(gen);
     return v;
+}
+
+/// Runs fn() with OpenMP limited to one thread, restoring the thread count after,
+/// so a test can compare a multi-threaded result with a single-threaded one.
+template <class Fn>
+auto on_one_thread(Fn&& fn) {
+#ifdef _OPENMP
+    struct Restore {
+        int threads = omp_get_max_threads();
+        ~Restore() { omp_set_num_threads(threads); }
+    } restore;
+    omp_set_num_threads(1);
+#endif
+    return fn();
 }
 
 /// Outputs are filled with NaN before a kernel runs, so an element the kernel

@@ -6,9 +6,6 @@
 #include <cpx/models/complexity_model.hpp>
 
 #include <cmath>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
@@ -177,14 +174,7 @@ TEST_CASE("batched decode through several caches equals decoding each sequence a
 TEST_CASE("the seeded initialisation follows the spec and does not depend on the thread count") {
     using C = presets::TinyComplexity;
     const auto a = ComplexityWeights<C>::random(42);
-    const int threads = cpu::max_threads();
-#ifdef _OPENMP
-    omp_set_num_threads(1);
-#endif
-    const auto b = ComplexityWeights<C>::random(42);
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    const auto b = testing::on_one_thread([] { return ComplexityWeights<C>::random(42); });
     const auto c = ComplexityWeights<C>::random(43);
     CHECK(a.embed_tokens == b.embed_tokens);
     CHECK(a.layers[2].attention.qkv == b.layers[2].attention.qkv);

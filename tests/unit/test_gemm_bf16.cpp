@@ -166,14 +166,10 @@ TEST_CASE("bf16 product: the same result on one thread and on all, and after the
                    scratch);
     std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
     cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false, scratch);
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-#endif
-    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false, scratch);
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    testing::on_one_thread([&] {
+        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false,
+                       scratch);
+    });
     CHECK(all == one);
     check_against_references(x, w, all, m, k, n, n, 0, nullptr);
 }

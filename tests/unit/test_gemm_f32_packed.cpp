@@ -110,14 +110,9 @@ TEST_CASE("packed fp32 product: the same result on one thread and on all") {
     const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
     std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
     cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false);
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-#endif
-    cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false);
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    testing::on_one_thread([&] {
+        cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false);
+    });
     CHECK(all == one);
     check_exact(x, w, all, m, k, n, n, 0, nullptr);
 }

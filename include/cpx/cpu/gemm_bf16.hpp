@@ -23,6 +23,7 @@
 #include "cpx/cpu/panel_gemm.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
+#include "cpx/cpu/workspace.hpp"
 
 namespace cpx::cpu {
 
@@ -64,11 +65,7 @@ inline Bf16Level best_bf16_level() {
 /// x rounded to bf16, reused across calls so that steady-state calls allocate nothing.
 class Bf16Scratch {
 public:
-    std::uint16_t* rows(index_t m, index_t ld) {
-        const auto need = static_cast<std::size_t>(m * ld);
-        if (buffer_.size() < need) buffer_.resize(need);
-        return buffer_.data();
-    }
+    std::uint16_t* rows(index_t m, index_t ld) { return grow(buffer_, static_cast<std::size_t>(m * ld)); }
     std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t); }
 
 private:
@@ -104,7 +101,7 @@ inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
     std::uint16_t* a = scratch.rows(m, lda);
     const index_t panels = b.panels();
-    const int threads = static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+    const int threads = panel_gemm::threads_for(m, n);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         const int t = thread_index(), team = team_size();

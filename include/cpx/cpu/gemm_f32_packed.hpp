@@ -51,7 +51,7 @@ inline void gemm_f32_packed(const RowBlock<const float>& x, const PackedF32& b, 
     namespace k = avx512_f32;
     constexpr index_t block_depth = 128;  // a panel's block: 64 columns x 128 x 4 bytes = 32 KiB, in L1
     const index_t panels = b.panels();
-    const int threads = static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+    const int threads = panel_gemm::threads_for(m, n);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth, k::tile_rows,
                              [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {

@@ -14,11 +14,17 @@
 #include <algorithm>
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/parallel.hpp"
 
 namespace cpx::cpu::panel_gemm {
 
 inline constexpr index_t block_rows = 192;  // a multiple of every kernel's tile rows
 inline constexpr index_t block_panels = 4;
+
+/// Threads for an [m x n] output: all, but none idle on tiny products (4096 outputs each at least).
+inline int threads_for(index_t m, index_t n) {
+    return static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+}
 
 /// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.
 inline void split(index_t count, int parts, int part, index_t unit, index_t& begin, index_t& end) {
