@@ -85,14 +85,17 @@ std::vector<Gemm> model_gemms(double batch, double tokens) {
     return g;
 }
 
-/// compute bf16: bf16 products with fp32 sums (named .../compute:bf16/...), also against the
-/// vdpbf16ps peak measured in this binary.
+/// Other arithmetic than fp32 is named .../compute:<name>/...: bf16 (bf16 products with fp32 sums,
+/// also against the vdpbf16ps peak measured in this binary) and fp32_packed (also against the FMA
+/// peak); a case whose kernels this machine lacks is not registered.
 template <ComplexityConfigType C, class W>
 void prefill(const std::string& preset, index_t batch, index_t tokens, int threads,
              cpu::Compute compute = cpu::Compute::fp32) {
-    const bool bf16c = compute == cpu::Compute::bf16;
+    const bool bf16c = compute == cpu::Compute::bf16, packed_fp32 = compute == cpu::Compute::fp32_packed;
     if (bf16c && cpu::best_bf16_level() == cpu::Bf16Level::none) return;
-    const std::string key = preset + "/" + dtype_name<W>() + (bf16c ? "/compute:bf16" : "");
+    if (packed_fp32 && !cpu::gemm_f32_packed_available()) return;
+    const std::string key = preset + "/" + dtype_name<W>() +
+                            (compute == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(compute)));
     const std::string name = "model/complexity/" + key + shape_suffix("prefill", batch, "tokens", tokens, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
@@ -104,6 +107,7 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
         work.flops = bench::prefill_flops<C>(b, t);
         work.gemm_ceiling = bench::gemm_ceiling(model_gemms<C>(b, t));
         if (bf16c) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
+        if (packed_fp32) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         warm_once(name, step);
         bench::run(state, work, step);
     });
@@ -160,6 +164,11 @@ void register_all() {
     for (index_t t : {512, 2048})
         for (int threads : {2, 1}) prefill<ComplexityDeep187M, bf16>("187M", 1, t, threads, cpu::Compute::bf16);
 
+    // fp32 on packed weights: the comparison with OpenVINO's and PyTorch's fp32 inference.
+    for (index_t t : {512, 2048})
+        for (int threads : {2, 1}) prefill<ComplexityDeep187M, float>("187M", 1, t, threads, cpu::Compute::fp32_packed);
+    prefill<ComplexityDeep187M, float>("187M", 1, 2048, 1);
+
     // run1 dense baseline.
     prefill<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
     decode<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
@@ -169,6 +178,8 @@ void register_all() {
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, float>("384M", 1, ctx, 2);
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, bf16>("384M", 1, ctx, 2);
     for (int threads : {2, 1}) prefill<ComplexityDeep384M, bf16>("384M", 1, 512, threads, cpu::Compute::bf16);
+    prefill<ComplexityDeep384M, float>("384M", 1, 512, 1);
+    for (int threads : {2, 1}) prefill<ComplexityDeep384M, float>("384M", 1, 512, threads, cpu::Compute::fp32_packed);
     prefill<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
     decode<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
     decode<ComplexityDense384M, bf16>("384M_dense", 1, 512, 2);

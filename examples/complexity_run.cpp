@@ -4,7 +4,7 @@
 // prefill and decode rates, and optionally writes the prompt's logits.
 //
 //   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
-//                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|bf16]
+//                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|fp32_packed|bf16]
 //                           [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
 //                           [--prompt TEXT | --prompt-file FILE] [--eval FILE]   (with DIR/tokenizer.json)
 // The same binary serves a decoder with PRISM attention (TinyComplexityPrism),

@@ -6,7 +6,7 @@
 // layer's mean attention distance of the signal and noise heads.
 //
 //   prism_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
-//                      [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|bf16]
+//                      [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|fp32_packed|bf16]
 //                      [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>

@@ -144,16 +144,22 @@ int evaluate_file(Model& model, const cpx::text::Tokenizer& tok, const std::stri
 /// Applies --compute and says which arithmetic runs.
 template <class Model>
 void apply_compute(Model& model, const Options& o) {
+    using cpx::cpu::Compute;
     model.set_compute(cpx::cpu::parse_compute(o.compute));
-    if (model.compute() == cpx::cpu::Compute::fp32) return;
+    if (model.compute() == Compute::fp32) return;
     const auto& cpu = cpx::cpu::cpu_features();
-    if (model.bf16_level() == cpx::cpu::Bf16Level::none)
-        std::printf("arithmetic: bf16 requested, but this CPU (%s: %s) has no bf16 instructions: fp32\n",
+    const std::string chosen(cpx::cpu::compute_name(model.compute()));
+    if (model.compute_runs() == Compute::fp32)
+        std::printf("arithmetic: %s requested, but this CPU (%s: %s) lacks its instructions: fp32\n", chosen.c_str(),
                     cpu.model.c_str(), cpu.summary().c_str());
-    else
+    else if (model.compute_runs() == Compute::bf16)
         std::printf("arithmetic: bf16 products with fp32 sums over many tokens (%s kernels; packed weights %.1f MB); "
                     "decode steps read the stored weights\n",
-                    std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.bf16_bytes() / 1e6);
+                    std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.packed_bytes() / 1e6);
+    else
+        std::printf("arithmetic: fp32 products over many tokens on packed weights (AVX-512 kernel; %.1f MB); "
+                    "decode steps read the stored weights\n",
+                    model.packed_bytes() / 1e6);
 }
 
 /// The prompt's logits (optionally dumped), then a warm-up and a timed

@@ -75,9 +75,11 @@ Options parse(int argc, char** argv, const std::string& program) {
     app.add_option("--dtype", dtype, "storage of the weight matrices")
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     app.add_option("--compute", o.compute,
-                   "arithmetic of the products over many tokens: fp32, or bf16 inputs with fp32 sums (with either "
-                   "--dtype; needs a CPU with AVX512_BF16, else fp32 runs; docs/BF16.md)")
-        ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+                   "arithmetic of the products over many tokens, with either --dtype: fp32 (stored weights); "
+                   "fp32_packed (fp32 on weights packed once for the AVX-512 kernel, +4 bytes per weight); bf16 "
+                   "(bf16 inputs, fp32 sums, needs AVX512_BF16, +2 bytes per weight). Missing instructions: fp32 "
+                   "runs (docs/BF16.md)")
+        ->check(CLI::IsMember({"fp32", "fp32_packed", "bf16"}))->capture_default_str();
     app.add_option("--threads", o.threads, "OpenMP threads (0: OpenMP's default)")
         ->check(non_negative)->capture_default_str();
     app.add_option("--dump-logits", o.dump_logits, "write the prompt's logits, float32 [T, vocab], as .npy")

@@ -1,6 +1,7 @@
-// COMPLEXITY-DEEP models with bf16 arithmetic (Compute::bf16) against the
-// double-precision reference, for every MLP kind, top-k routing and PRISM
-// attention, with fp32 and bf16 stored weights.
+// COMPLEXITY-DEEP models with packed arithmetic against the double-precision
+// reference, for every MLP kind, top-k routing and PRISM attention: bf16
+// arithmetic (Compute::bf16) with fp32 and bf16 stored weights, and fp32 on
+// packed weights (Compute::fp32_packed).
 //
 // Bound: each product rounds its inputs and weights to bf16 (relative error up
 // to 2^-8 each, random in sign, so a dot product of n terms errs by about
@@ -31,6 +32,12 @@ bool have_bf16_level() {
             "); Compute::bf16 runs fp32 there");
     return false;
 }
+bool have_packed_fp32() {
+    if (cpu::gemm_f32_packed_available()) return true;
+    MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(),
+            "); Compute::fp32_packed runs fp32 there");
+    return false;
+}
 }  // namespace
 
 TEST_CASE_TEMPLATE("bf16 arithmetic: logits within the bf16 bound of the double reference", C,
@@ -43,7 +50,7 @@ TEST_CASE_TEMPLATE("bf16 arithmetic: logits within the bf16 bound of the double 
     ComplexityModel<C> model(std::move(weights), cpu::Compute::bf16);
     CHECK(model.compute() == cpu::Compute::bf16);
     CHECK(model.bf16_level() == cpu::best_bf16_level());
-    CHECK(model.bf16_bytes() > 0);
+    CHECK(model.packed_bytes() > 0);
     const auto tokens = random_tokens(40, C::vocab, 8);
     const auto want = reference_logits<C>(ref, tokens);
     const auto got = model.forward(tokens);
@@ -76,7 +83,7 @@ TEST_CASE("bf16 arithmetic leaves few-row calls (decode) on the stored weights, 
     const auto many = random_tokens(30, C::vocab, 13);
     CHECK(model.forward(many) != fp32.forward(many));
     model.set_compute(cpu::Compute::fp32);
-    CHECK(model.bf16_bytes() == 0);
+    CHECK(model.packed_bytes() == 0);
     CHECK(model.bf16_level() == cpu::Bf16Level::none);
     CHECK(model.forward(many) == fp32.forward(many));
 }
@@ -110,12 +117,63 @@ TEST_CASE("bf16 arithmetic: a copied model owns its packs") {
         want = model.forward(tokens);
         copy = model;
     }
-    CHECK(copy.bf16_bytes() > 0);
+    CHECK(copy.packed_bytes() > 0);
     CHECK(copy.forward(tokens) == want);
 }
 
-TEST_CASE("arithmetic names: fp32 and bf16 parse, others are errors naming the choices") {
+// fp32 on packed weights computes the same sums as Eigen's fp32 products in
+// another order: both are ~1e-6 from the double reference (the fp32 tolerance
+// of test_complexity_model.cpp is 1e-4), and they differ from each other by
+// rounding alone.
+TEST_CASE_TEMPLATE("fp32_packed arithmetic: logits within the fp32 tolerance of the double reference", C,
+                   presets::TinyComplexity, presets::TinyTopK, presets::TinyDense, presets::TinyLearnedRouter,
+                   presets::TinyComplexityPrism) {
+    if (!have_packed_fp32()) return;
+    auto weights = test_weights<C>(27);
+    const auto ref = reference_weights(weights);
+    ComplexityModel<C> fp32(weights);
+    ComplexityModel<C> model(std::move(weights), cpu::Compute::fp32_packed);
+    CHECK(model.compute_runs() == cpu::Compute::fp32_packed);
+    CHECK(model.bf16_level() == cpu::Bf16Level::none);
+    CHECK(model.packed_bytes() > 0);
+    const auto tokens = random_tokens(40, C::vocab, 28);
+    const auto want = reference_logits<C>(ref, tokens);
+    const auto got = model.forward(tokens);
+    const double err = relative_error(got, want);
+    MESSAGE("fp32_packed arithmetic, relative error ", err);
+    CHECK(err < 1e-4);
+    const auto eigen = fp32.forward(tokens);
+    CHECK(relative_error(got, eigen) < 1e-5);
+    CHECK(got != eigen);  // the packed kernel ran: another summation order
+}
+
+TEST_CASE("fp32_packed arithmetic through the KV cache, with bf16-stored weights, and switched back") {
+    using C = presets::TinyComplexity;
+    if (!have_packed_fp32()) return;
+    auto weights = convert_weights<bf16>(test_weights<C>(29));
+    const auto ref = reference_weights(weights);
+    ComplexityModel<C, bf16> model(weights, cpu::Compute::fp32_packed);
+    const auto tokens = random_tokens(36, C::vocab, 30);
+    const auto want = reference_logits<C>(ref, tokens);
+    KVCache<C> cache(64);
+    std::vector<float> got(tokens.size() * C::vocab);
+    const std::size_t prompt = 30;
+    model.extend(cache, std::span(tokens).first(prompt), LogitsAt::all, cpu::rows_of(got.data(), prompt, C::vocab));
+    for (std::size_t i = prompt; i < tokens.size(); ++i)
+        model.extend(cache, std::span(tokens).subspan(i, 1), LogitsAt::all,
+                     cpu::rows_of(got.data() + i * C::vocab, 1, C::vocab));
+    CHECK(relative_error(got, want) < 1e-4);
+    ComplexityModel<C, bf16> plain(std::move(weights));
+    model.set_compute(cpu::Compute::fp32);
+    CHECK(model.packed_bytes() == 0);
+    CHECK(model.forward(tokens) == plain.forward(tokens));
+}
+
+TEST_CASE("arithmetic names: fp32, fp32_packed and bf16 parse, others are errors naming the choices") {
     CHECK(cpu::parse_compute("fp32") == cpu::Compute::fp32);
+    CHECK(cpu::parse_compute("fp32_packed") == cpu::Compute::fp32_packed);
+    CHECK(cpu::compute_name(cpu::Compute::fp32_packed) == "fp32_packed");
     CHECK(cpu::parse_compute("bf16") == cpu::Compute::bf16);
-    CHECK_THROWS_WITH_AS(cpu::parse_compute("fp16"), "unknown arithmetic 'fp16': expected fp32 or bf16", InputError);
+    CHECK_THROWS_WITH_AS(cpu::parse_compute("fp16"), "unknown arithmetic 'fp16': expected fp32, fp32_packed or bf16",
+                         InputError);
 }

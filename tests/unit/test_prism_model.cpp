@@ -288,7 +288,7 @@ TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference
         return;
     }
     PrismModel<Tiny> model(test_weights<Tiny>(21), cpu::Compute::bf16);
-    CHECK(model.bf16_bytes() > 0);
+    CHECK(model.packed_bytes() > 0);
     const auto tokens = random_tokens(40, Tiny::vocab, 22);
     const double err = testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens));
     MESSAGE("bf16 arithmetic, relative error ", err);
@@ -299,4 +299,22 @@ TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference
     const auto edited = model.forward(tokens);
     PrismModel<Tiny> fresh(model.weights(), cpu::Compute::bf16);
     CHECK(edited == fresh.forward(tokens));
+}
+
+// fp32 on packed weights: the fp32 tolerance, as test_complexity_bf16.cpp states it.
+TEST_CASE("fp32_packed arithmetic: logits within the fp32 tolerance of the double reference") {
+    if (!cpu::gemm_f32_packed_available()) {
+        MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    PrismModel<Tiny> model(test_weights<Tiny>(23), cpu::Compute::fp32_packed);
+    CHECK(model.compute_runs() == cpu::Compute::fp32_packed);
+    CHECK(model.packed_bytes() > 0);
+    const auto tokens = random_tokens(40, Tiny::vocab, 24);
+    const auto got = model.forward(tokens);
+    const double err = testing::relative_error(got, reference_logits(model.weights(), tokens));
+    MESSAGE("fp32_packed arithmetic, relative error ", err);
+    CHECK(err < 1e-4);
+    PrismModel<Tiny> plain(model.weights());
+    CHECK(got != plain.forward(tokens));  // the packed kernel ran
 }

@@ -28,9 +28,9 @@ struct ExpertWeights {
     const W* down = nullptr;     ///< [experts, width, hidden]
     int experts = 0;
     index_t hidden = 0, width = 0;
-    /// Per expert, packed bf16 copies (in_out) for bf16 arithmetic: arrays of `experts`, or null.
-    const PackedBf16* gate_up_bf16 = nullptr;
-    const PackedBf16* down_bf16 = nullptr;
+    /// Per expert, packed copies (in_out) for the chosen arithmetic: arrays of `experts`, or null.
+    const PackedWeight* gate_up_packed = nullptr;
+    const PackedWeight* down_packed = nullptr;
 
     RowBlock<const W> gate_up_of(int e) const {
         return {gate_up + static_cast<index_t>(e) * hidden * 2 * width, hidden, 2 * width, 2 * width};
@@ -113,10 +113,10 @@ public:
             if (rows == 0) continue;
             const RowBlock<float> he = h.sub_rows(begin, rows);
             matmul<W>(RowBlock<const float>(gathered.sub_rows(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
-                      scratch_, w.gate_up_bf16 ? w.gate_up_bf16 + e : nullptr);
+                      scratch_, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
             swiglu_inplace(he, width);
             matmul<W>(RowBlock<const float>(he.sub_cols(0, width)), w.down_of(e), y.sub_rows(begin, rows),
-                      Write::overwrite, scratch_, w.down_bf16 ? w.down_bf16 + e : nullptr);
+                      Write::overwrite, scratch_, w.down_packed ? w.down_packed + e : nullptr);
         }
         // Per destination row, its routes in route order: no write conflicts
         // and a fixed summation order, whatever the thread count.

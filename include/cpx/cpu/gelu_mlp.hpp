@@ -21,9 +21,9 @@ struct GeluMlpWeights {
     Vector<const float> c_fc_bias;      ///< [width] or empty
     Matrix<const W> c_proj_weight;      ///< [hidden, width]
     Vector<const float> c_proj_bias;    ///< [hidden] or empty
-    /// Packed bf16 copies (out_in) for bf16 arithmetic, or null.
-    const PackedBf16* c_fc_bf16 = nullptr;
-    const PackedBf16* c_proj_bf16 = nullptr;
+    /// Packed copies (out_in) for the chosen arithmetic (cpu/compute.hpp), or null.
+    const PackedWeight* c_fc_packed = nullptr;
+    const PackedWeight* c_proj_packed = nullptr;
 };
 
 /// out (= or +=, per `mode`) GELU(x W_fc^T + b_fc) W_proj^T + b_proj for the
@@ -49,7 +49,7 @@ void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> h
     if (rows == 0) return;
 
     const Matrix<float> h_view = hidden.rows(0, rows);
-    linear<W>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch, w.c_fc_bf16);
+    linear<W>(rows_of(x), w.c_fc_weight, rows_of(h_view), Write::overwrite, scratch, w.c_fc_packed);
     // Bias and GELU row by row on every thread (Eigen runs coefficient-wise
     // expressions on one thread), vectorised (cpu/gelu.hpp): one scalar erf per
     // value was this layer's largest cost after its GEMMs.
@@ -57,7 +57,7 @@ void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> h
 #pragma omp parallel for schedule(static) if (rows * width > 65536)
     for (index_t r = 0; r < rows; ++r) gelu_erf_inplace(h_view.data() + r * width, b_fc, width);
 
-    linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch, w.c_proj_bf16);
+    linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch, w.c_proj_packed);
     if (!w.c_proj_bias.empty()) {
         const float* b = w.c_proj_bias.data();
 #pragma omp parallel for schedule(static) if (rows * d > 65536)

@@ -17,6 +17,7 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/compute.hpp"
 #include "cpx/cpu/cpu_features.hpp"
 #include "cpx/cpu/gemm_bf16_avx512.hpp"
 #include "cpx/cpu/packed_panels.hpp"
@@ -26,19 +27,6 @@
 #include "cpx/cpu/workspace.hpp"
 
 namespace cpx::cpu {
-
-/// The arithmetic of a model's prefill-sized products, the user's choice:
-/// fp32 (the default) or bf16 inputs with fp32 sums (docs/BF16.md).
-enum class Compute : std::uint8_t { fp32, bf16 };
-
-constexpr std::string_view compute_name(Compute c) { return c == Compute::bf16 ? "bf16" : "fp32"; }
-
-/// "fp32" or "bf16"; anything else is an InputError naming the choices.
-inline Compute parse_compute(std::string_view s) {
-    if (s == "fp32") return Compute::fp32;
-    if (s == "bf16") return Compute::bf16;
-    raise<InputError>("unknown arithmetic '", s, "': expected fp32 or bf16");
-}
 
 enum class Bf16Level : std::uint8_t { none, avx512_bf16 };
 

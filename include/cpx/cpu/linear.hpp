@@ -12,11 +12,11 @@
 // that is a GEMV threaded over the output features, which Eigen alone does not
 // thread; it reads each weight exactly once.
 //
-// A weight may also come with a packed bf16 copy (cpu/gemm_bf16.hpp), which a
-// model makes when the user chooses bf16 arithmetic: products of more than
-// gemv_max_rows rows then run in bf16 with fp32 sums; fewer rows (decode) keep
-// the kernels above, bound by reading the weights, where bf16 arithmetic gains
-// nothing.
+// A weight may also come with a packed copy (cpu/packed_panels.hpp), which a
+// model makes when the user chooses Compute::bf16 or Compute::fp32_packed:
+// products of more than gemv_max_rows rows then run on it (cpu/gemm_bf16.hpp:
+// bf16 with fp32 sums; cpu/gemm_f32_packed.hpp: fp32); fewer rows (decode) keep
+// the kernels above, bound by reading the weights, where packing gains nothing.
 
 #include "cpx/cpu/eigen.hpp"
 
@@ -28,6 +28,8 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/gemm_bf16.hpp"
+#include "cpx/cpu/gemm_f32_packed.hpp"
+#include "cpx/cpu/packed_panels.hpp"
 #include "cpx/cpu/gemv_avx512.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
@@ -190,30 +192,32 @@ void check_product(const char* what, const RowBlock<const float>& x, const RowBl
 }  // namespace detail
 
 namespace detail {
-/// Runs the product in bf16 when a packed copy is given and the call has enough rows.
+/// Runs the product on the packed copy when one is given and the call has enough rows.
 template <class W>
-bool try_bf16(const RowBlock<const float>& x, const RowBlock<const W>& w, bool out_in, const PackedBf16* packed,
-              const RowBlock<float>& y, Write mode, LinearScratch& scratch) {
+bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool out_in, const PackedWeight* packed,
+                const RowBlock<float>& y, Write mode, LinearScratch& scratch) {
     if (!packed || x.rows <= gemv_max_rows) return false;
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
-                        "the packed bf16 weight is [", packed->inputs(), " -> ", packed->outputs(),
+                        "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
-    gemm_bf16(x, *packed, y, mode == Write::accumulate, scratch.bf16());
+    if (const PackedBf16* b = packed->bf16()) gemm_bf16(x, *b, y, mode == Write::accumulate, scratch.bf16());
+    else if (const PackedF32* f = packed->f32()) gemm_f32_packed(x, *f, y, mode == Write::accumulate);
+    else return false;
     return true;
 }
 }  // namespace detail
 
 /// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
-/// range of a wider matrix: its rows are w.stride apart). `packed`: w packed for
-/// bf16 arithmetic (WeightOrientation::out_in), used for calls of more than
-/// gemv_max_rows rows.
+/// range of a wider matrix: its rows are w.stride apart). `packed`: w packed
+/// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of more
+/// than gemv_max_rows rows.
 template <class W>
 void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
-            LinearScratch& scratch, const PackedBf16* packed = nullptr) {
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     const index_t out = w.rows, in = w.cols, ld = w.stride, m = x.rows;
     detail::check_product("linear", x, w, in, out, y);
     if (m == 0 || out == 0) return;
-    if (detail::try_bf16(x, w, true, packed, y, mode, scratch)) return;
+    if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
@@ -263,14 +267,14 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
 }
 
 /// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).
-/// `packed`: w packed for bf16 arithmetic (WeightOrientation::in_out).
+/// `packed`: w packed (WeightOrientation::in_out) for the chosen arithmetic.
 template <class W>
 void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
-            LinearScratch& scratch, const PackedBf16* packed = nullptr) {
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     const index_t in = w.rows, out = w.cols, ld = w.stride, m = x.rows;
     detail::check_product("matmul", x, w, in, out, y);
     if (m == 0 || out == 0) return;
-    if (detail::try_bf16(x, w, false, packed, y, mode, scratch)) return;
+    if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
@@ -324,14 +328,14 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
 /// linear() with a contiguous [out, in] weight.
 template <class W>
 void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
-            LinearScratch& scratch, const PackedBf16* packed = nullptr) {
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     linear<W>(x, rows_of(w), y, mode, scratch, packed);
 }
 
 /// matmul() with a contiguous [in, out] weight.
 template <class W>
 void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
-            LinearScratch& scratch, const PackedBf16* packed = nullptr) {
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     matmul<W>(x, rows_of(w), y, mode, scratch, packed);
 }
 

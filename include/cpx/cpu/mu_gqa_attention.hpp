@@ -38,9 +38,9 @@ struct MuGqaAttentionWeights {
     RowBlock<const W> o_proj;  ///< [hidden, q_width]
     const float* q_norm = nullptr;  ///< [head_dim]
     const float* k_norm = nullptr;  ///< [head_dim]
-    /// Packed bf16 copies of qkv and o_proj (out_in) for bf16 arithmetic, or null.
-    const PackedBf16* qkv_bf16 = nullptr;
-    const PackedBf16* o_proj_bf16 = nullptr;
+    /// Packed copies of qkv and o_proj (out_in) for the chosen arithmetic, or null.
+    const PackedWeight* qkv_packed = nullptr;
+    const PackedWeight* o_proj_packed = nullptr;
 };
 
 /// How much of each of q, k and v comes from mu: per token
@@ -86,7 +86,7 @@ public:
         require<ShapeError>(residual.rows == n && residual.cols == C::hidden, "attention: residual is [",
                             residual.rows, ", ", residual.cols, "], expected [", n, ", ", C::hidden, "]");
         const RowBlock<float> qkv = block_in(qkv_, n, qkv_width);
-        linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_bf16);
+        linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
         if constexpr (C::use_mu)
             if (mu_observer) observe_mu(w, input, *mu_observer);
 
@@ -127,7 +127,7 @@ public:
         causal_attention_batch<float>(fresh_, scale, ws_);
         causal_attention_batch<KV>(cached_, scale, ws_);
         linear<W>(RowBlock<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
-                  scratch_, w.o_proj_bf16);
+                  scratch_, w.o_proj_packed);
     }
 
 private:

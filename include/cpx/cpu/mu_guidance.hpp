@@ -18,7 +18,7 @@ template <class W>
 struct MuGuidanceWeights {
     const float* mu = nullptr;    ///< mu_guidance.mu, [hidden]
     RowBlock<const W> mu_proj;    ///< mu_guidance.mu_proj.weight, [hidden, hidden]
-    const PackedBf16* mu_proj_bf16 = nullptr;  ///< packed bf16 copy (out_in) for bf16 arithmetic, or null
+    const PackedWeight* mu_proj_packed = nullptr;  ///< packed copy (out_in) for the chosen arithmetic, or null
 };
 
 /// next_mu[r] = clamp(clamp(mu, 0, 2) + h2[r] . W_mu^T, -2, 2).
@@ -28,7 +28,7 @@ void next_mu(const MuGuidanceWeights<W>& w, const RowBlock<const float>& h2, con
     static_assert(C::use_mu, "mu guidance is off in this configuration");
     require<ShapeError>(next.cols == C::hidden && h2.cols == C::hidden, "mu guidance: rows of ", h2.cols, " and ",
                         next.cols, " values for hidden size ", C::hidden);
-    linear<W>(h2, w.mu_proj, next, Write::overwrite, scratch, w.mu_proj_bf16);
+    linear<W>(h2, w.mu_proj, next, Write::overwrite, scratch, w.mu_proj_packed);
 #pragma omp parallel for schedule(static) if (next.rows * C::hidden > 65536)
     for (index_t r = 0; r < next.rows; ++r) {
         float* m = next.row(r);

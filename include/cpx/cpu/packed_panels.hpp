@@ -20,10 +20,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <variant>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
+#include "cpx/cpu/compute.hpp"
 #include "cpx/cpu/strided.hpp"
 
 namespace cpx::cpu {
@@ -105,5 +107,47 @@ private:
 using PackedBf16 = PackedPanels<bf16>;
 /// fp32 panels, for the packed fp32 product (cpu/gemm_f32_packed.hpp).
 using PackedF32 = PackedPanels<float>;
+
+/// A weight packed for the product a model's Compute choice runs: bf16 panels
+/// for Compute::bf16, fp32 panels for Compute::fp32_packed. The layers' weight
+/// views point at one (or at an array of them, one per expert); linear() and
+/// matmul() pick the kernel from what it holds.
+class PackedWeight {
+public:
+    PackedWeight() = default;
+
+    template <class W>
+    static PackedWeight pack(const RowBlock<const W>& w, WeightOrientation orientation, Compute compute) {
+        require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
+        PackedWeight p;
+        if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
+        else p.panels_ = PackedF32::pack(w, orientation);
+        return p;
+    }
+
+    const PackedBf16* bf16() const { return std::get_if<PackedBf16>(&panels_); }
+    const PackedF32* f32() const { return std::get_if<PackedF32>(&panels_); }
+    index_t outputs() const {
+        return std::visit([](const auto& p) -> index_t {
+            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
+            else return p.outputs();
+        }, panels_);
+    }
+    index_t inputs() const {
+        return std::visit([](const auto& p) -> index_t {
+            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
+            else return p.inputs();
+        }, panels_);
+    }
+    std::size_t bytes() const {
+        return std::visit([](const auto& p) -> std::size_t {
+            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
+            else return p.bytes();
+        }, panels_);
+    }
+
+private:
+    std::variant<std::monostate, PackedBf16, PackedF32> panels_;
+};
 
 }  // namespace cpx::cpu

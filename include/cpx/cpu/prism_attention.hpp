@@ -37,9 +37,9 @@ template <class W = float>
 struct PrismAttentionWeights {
     Matrix<const W> u;    ///< attn.u_proj.weight, [2HD, d]
     float lambda = 0.0f;  ///< attn.lambda_q
-    /// Packed bf16 copies of U for bf16 arithmetic, or null: as x U^T (out_in) and as y U (in_out).
-    const PackedBf16* u_bf16 = nullptr;
-    const PackedBf16* u_t_bf16 = nullptr;
+    /// Packed copies of U for the chosen arithmetic, or null: as x U^T (out_in) and as y U (in_out).
+    const PackedWeight* u_packed = nullptr;
+    const PackedWeight* u_t_packed = nullptr;
 };
 
 /// One PRISM attention layer's computation for a configuration shape `S`,
@@ -90,7 +90,7 @@ public:
         // h = x U^T: values, and (copied, rotated) queries and keys.
         const RowBlock<float> h = block_in(h_, n, width);
         const RowBlock<float> rotated = block_in(rotated_, n, width);
-        linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_bf16);
+        linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_packed);
         // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
         // blocks: on one thread they would cap the layer's multi-thread speed-up.
 #pragma omp parallel for schedule(static) if (n * width > 65536)
@@ -138,7 +138,7 @@ public:
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
         }
-        matmul<W>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_bf16);
+        matmul<W>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_packed);
     }
 
     /// One sequence without a cache (positions 0..rows-1): the plain layer.

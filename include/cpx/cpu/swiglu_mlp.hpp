@@ -15,9 +15,9 @@ template <class W>
 struct SwiGluWeights {
     RowBlock<const W> gate_up;  ///< [2 * width, hidden]: rows [0, width) gate, [width, 2 width) up
     RowBlock<const W> down;     ///< [hidden, width]
-    /// Packed bf16 copies (out_in) for bf16 arithmetic, or null.
-    const PackedBf16* gate_up_bf16 = nullptr;
-    const PackedBf16* down_bf16 = nullptr;
+    /// Packed copies (out_in) for the chosen arithmetic (cpu/compute.hpp), or null.
+    const PackedWeight* gate_up_packed = nullptr;
+    const PackedWeight* down_packed = nullptr;
     index_t width() const { return down.cols; }
 };
 
@@ -31,14 +31,14 @@ void swiglu_block(const SwiGluWeights<W>& w, const RowBlock<const float>& x, con
     require<ShapeError>(w.gate_up.rows == 2 * width, "swiglu: gate/up weight has ", w.gate_up.rows,
                         " rows for a width of ", width);
     const RowBlock<float> h = block_in(hidden, x.rows, 2 * width);
-    linear<W>(x, w.gate_up, h, Write::overwrite, scratch, w.gate_up_bf16);
+    linear<W>(x, w.gate_up, h, Write::overwrite, scratch, w.gate_up_packed);
     swiglu_inplace(h, width);
     if (scale != 1.0f)
         for (index_t r = 0; r < h.rows; ++r) {
             float* a = h.row(r);
             for (index_t c = 0; c < width; ++c) a[c] *= scale;
         }
-    linear<W>(RowBlock<const float>(h.sub_cols(0, width)), w.down, residual, Write::accumulate, scratch, w.down_bf16);
+    linear<W>(RowBlock<const float>(h.sub_cols(0, width)), w.down, residual, Write::accumulate, scratch, w.down_packed);
 }
 
 /// The dense MLP layer with its scratch.

@@ -19,9 +19,10 @@
 // copy owns its own weights and workspaces (it holds no view into the source,
 // which may then be destroyed) and starts with no observers attached.
 //
-// Arithmetic: fp32 by default; Compute::bf16 packs a bf16 copy of the
-// matrices (models/complexity_bf16.hpp) and runs prefill-sized products in bf16
-// with fp32 sums where the CPU has bf16 instructions (docs/BF16.md).
+// Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed pack a
+// copy of the matrices (models/complexity_packs.hpp) and run prefill-sized
+// products on it, in bf16 with fp32 sums or in fp32 (cpu/compute.hpp,
+// docs/BF16.md), where the CPU has the instructions.
 
 #include <algorithm>
 #include <cstdint>
@@ -38,7 +39,7 @@
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/row_norms.hpp"
 #include "cpx/cpu/workspace.hpp"
-#include "cpx/models/complexity_bf16.hpp"
+#include "cpx/models/complexity_packs.hpp"
 #include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/compute_choice.hpp"
 #include "cpx/models/complexity_weights.hpp"
@@ -78,15 +79,18 @@ public:
 
     // ---- arithmetic
 
-    /// fp32, or bf16 products with fp32 sums. bf16 packs the weights once (2 bytes per
-    /// matrix element); on a CPU without bf16 instructions it keeps fp32 arithmetic
-    /// (bf16_level() tells which runs).
+    /// fp32 (stored weights), fp32_packed (fp32 on packed panels: 4 bytes per matrix
+    /// element more) or bf16 (bf16 products with fp32 sums: 2 bytes more), packed once
+    /// here. A choice whose kernels this CPU lacks runs fp32 (compute_runs() says).
     void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    /// The arithmetic chosen.
     cpu::Compute compute() const { return compute_.compute(); }
+    /// The arithmetic that runs on this machine.
+    cpu::Compute compute_runs() const { return compute_.runs(); }
     /// The bf16 kernels in use: none when the products run in fp32.
     cpu::Bf16Level bf16_level() const { return compute_.level(); }
-    /// Bytes of the packed bf16 copies (0 with fp32 arithmetic).
-    std::size_t bf16_bytes() const { return compute_.bytes(); }
+    /// Bytes of the packed copies (0 with plain fp32 arithmetic).
+    std::size_t packed_bytes() const { return compute_.bytes(); }
 
     // ---- observers
 
@@ -194,7 +198,7 @@ private:
         reserve(n, static_cast<index_t>(batch.size()), max_keys);
         if (n == 0) return;
 
-        const ComplexityBf16<C, W>* bf16 = compute_.packs(weights_);
+        const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         tokens_.clear();
         for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
         const cpu::RowBlock<float> h = cpu::block_in(h_, n, C::hidden);
@@ -208,7 +212,7 @@ private:
             describe_sequences(batch, caches, l);
             cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
             auto attention = weights_.attention(l);
-            if (bf16) bf16->attach_attention(l, attention);
+            if (packs) packs->attach_attention(l, attention);
             if constexpr (C::attention == AttentionKind::prism) {
                 if (distance_)
                     attention_.forward(attention, x, rows_, h, cpu::Write::accumulate, distance_->layer(l));
@@ -225,14 +229,14 @@ private:
             if constexpr (C::routed)
                 if (expert_load_) counts = expert_load_->tokens[l];
             auto mlp = mlp_weights(l);
-            if (bf16) bf16->attach_mlp(l, mlp);
+            if (packs) packs->attach_mlp(l, mlp);
             if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens_, routing(l), h, counts);
             else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, h, counts);
             else mlp_.forward(mlp, m, h);
             if constexpr (C::use_mu)
                 if (l + 1 < C::layers) {
                     auto mu = weights_.mu_guidance(l);
-                    if (bf16) bf16->attach_mu_guidance(l, mu);
+                    if (packs) packs->attach_mu_guidance(l, mu);
                     cpu::next_mu<C, W>(mu, h, x.sub_cols(C::hidden, C::hidden), scratch_);
                 }
         }
@@ -282,9 +286,9 @@ private:
         }
         const cpu::RowBlock<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
         cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
-        const ComplexityBf16<C, W>* bf16 = compute_.packs(weights_);
+        const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,
-                       cpu::Write::overwrite, scratch_, bf16 ? bf16->head() : nullptr);
+                       cpu::Write::overwrite, scratch_, packs ? packs->head() : nullptr);
     }
 
     auto mlp_weights(int l) const {
@@ -309,7 +313,7 @@ private:
     }
 
     Weights weights_;
-    ComputeChoice<ComplexityBf16<C, W>> compute_;
+    ComputeChoice<ComplexityPacks<C, W>> compute_;
     Attention attention_;
     Mlp mlp_;
     cpu::LinearScratch scratch_;

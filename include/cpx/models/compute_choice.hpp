@@ -1,15 +1,20 @@
 #pragma once
-// A model's choice of arithmetic (cpu::Compute) and, for bf16, the packed bf16
-// copies of its matrices (`Packs`, built from the model's weights), shared by
-// the model types so the rule lives in one place:
-//   - fp32, or bf16 on a CPU without bf16 instructions: no packs, fp32 products;
-//   - bf16: packs built when chosen (load time, not the first call), rebuilt
+// A model's choice of arithmetic (cpu::Compute) and the packed copies of its
+// matrices that the choice needs (`Packs`, built from the model's weights),
+// shared by the model types so the rule lives in one place:
+//   - fp32: no packs, the stored weights;
+//   - bf16: bf16 packs where the CPU has bf16 instructions, else fp32 (said by
+//     level() and runs());
+//   - fp32_packed: fp32 packs where the CPU has AVX-512, else fp32;
+//   - packs are built when chosen (load time, not the first call) and rebuilt
 //     after the model handed out mutable access to its weights.
 
 #include <cstddef>
 #include <optional>
 
+#include "cpx/cpu/compute.hpp"
 #include "cpx/cpu/gemm_bf16.hpp"
+#include "cpx/cpu/gemm_f32_packed.hpp"
 
 namespace cpx {
 
@@ -20,26 +25,36 @@ public:
     void set(cpu::Compute compute, const Weights& weights) {
         compute_ = compute;
         packs_.reset();
-        if (runs_bf16()) packs_.emplace(weights);
+        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs());
     }
     /// The weights may change: the packs are rebuilt before the next use.
     void invalidate() { packs_.reset(); }
-    /// The packs of `weights` for bf16 arithmetic, or null for fp32.
+    /// The packs of `weights` for the arithmetic that runs, or null for plain fp32.
     template <class Weights>
     const Packs* packs(const Weights& weights) {
-        if (!runs_bf16()) return nullptr;
-        if (!packs_) packs_.emplace(weights);
+        if (runs() == cpu::Compute::fp32) return nullptr;
+        if (!packs_) packs_.emplace(weights, runs());
         return &*packs_;
     }
 
+    /// What the user chose.
     cpu::Compute compute() const { return compute_; }
-    cpu::Bf16Level level() const { return runs_bf16() ? cpu::best_bf16_level() : cpu::Bf16Level::none; }
+    /// What runs on this machine: the choice, or fp32 where its kernels are missing.
+    cpu::Compute runs() const {
+        switch (compute_) {
+            case cpu::Compute::bf16:
+                return cpu::best_bf16_level() != cpu::Bf16Level::none ? compute_ : cpu::Compute::fp32;
+            case cpu::Compute::fp32_packed:
+                return cpu::gemm_f32_packed_available() ? compute_ : cpu::Compute::fp32;
+            default: return cpu::Compute::fp32;
+        }
+    }
+    cpu::Bf16Level level() const {
+        return runs() == cpu::Compute::bf16 ? cpu::best_bf16_level() : cpu::Bf16Level::none;
+    }
     std::size_t bytes() const { return packs_ ? packs_->bytes() : 0; }
 
 private:
-    bool runs_bf16() const {
-        return compute_ == cpu::Compute::bf16 && cpu::best_bf16_level() != cpu::Bf16Level::none;
-    }
     cpu::Compute compute_ = cpu::Compute::fp32;
     std::optional<Packs> packs_;
 };

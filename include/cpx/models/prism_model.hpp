@@ -15,9 +15,10 @@
 // values: a copy owns its own weights and workspaces and starts with no
 // observers attached.
 //
-// Arithmetic: fp32 by default; Compute::bf16 runs prefill-sized products in
-// bf16 with fp32 sums from packed copies of the matrices (models/prism_bf16.hpp,
-// docs/BF16.md), rebuilt after mutable access to the weights.
+// Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed run
+// prefill-sized products on packed copies of the matrices
+// (models/prism_packs.hpp, docs/BF16.md), rebuilt after mutable access to the
+// weights.
 
 #include <algorithm>
 #include <cstdint>
@@ -33,7 +34,7 @@
 #include "cpx/cpu/linear.hpp"
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/models/compute_choice.hpp"
-#include "cpx/models/prism_bf16.hpp"
+#include "cpx/models/prism_packs.hpp"
 #include "cpx/cpu/sequence_rows.hpp"
 #include "cpx/cpu/workspace.hpp"
 #include "cpx/models/complexity_observers.hpp"
@@ -61,7 +62,7 @@ public:
 
     const Weights& weights() const { return weights_; }
     /// Mutable access, e.g. to set each layer's lambda along a training-time schedule
-    /// (with bf16 arithmetic, the packed copies are rebuilt before the next call).
+    /// (with packed arithmetic, the packed copies are rebuilt before the next call).
     Weights& weights() {
         compute_.invalidate();
         return weights_;
@@ -71,8 +72,9 @@ public:
 
     void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
     cpu::Compute compute() const { return compute_.compute(); }
+    cpu::Compute compute_runs() const { return compute_.runs(); }
     cpu::Bf16Level bf16_level() const { return compute_.level(); }
-    std::size_t bf16_bytes() const { return compute_.bytes(); }
+    std::size_t packed_bytes() const { return compute_.bytes(); }
 
     // ---- observers
 
@@ -160,12 +162,12 @@ private:
         const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
         embed(batch, caches, x);
-        const PrismBf16<C, W>* bf16 = compute_.packs(weights_);
+        const PrismPacks<C, W>* packs = compute_.packs(weights_);
         for (int l = 0; l < C::layers; ++l) {
             const auto& w = weights_.layers[static_cast<std::size_t>(l)];
             auto attention = w.attention();
             auto mlp = w.mlp();
-            if (bf16) bf16->attach(l, attention), bf16->attach(l, mlp);
+            if (packs) packs->attach(l, attention), packs->attach(l, mlp);
             describe_sequences(batch, caches, l);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
             if (distance_)
@@ -226,13 +228,13 @@ private:
             rows = x.rows(0, static_cast<index_t>(batch.size()));
         }
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
-        const PrismBf16<C, W>* bf16 = compute_.packs(weights_);
+        const PrismPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
-                       logits, cpu::Write::overwrite, scratch_, bf16 ? bf16->head() : nullptr);
+                       logits, cpu::Write::overwrite, scratch_, packs ? packs->head() : nullptr);
     }
 
     Weights weights_;
-    ComputeChoice<PrismBf16<C, W>> compute_;
+    ComputeChoice<PrismPacks<C, W>> compute_;
     cpu::PrismAttention<Attention, W, KV> attention_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;

@@ -1,0 +1,36 @@
+#pragma once
+// The arithmetic of a model's prefill-sized products, the user's choice
+// (docs/BF16.md, docs/PERFORMANCE.md):
+//   fp32         stored weights, Eigen's products (no extra memory; the default)
+//   fp32_packed  fp32 arithmetic on weights packed once into panels for our
+//                AVX-512 kernel: the same values up to summation order, faster
+//                prefill, 4 bytes per matrix element on top of the weights
+//   bf16         bf16 inputs, fp32 sums, on weights packed once as bf16 panels
+//                (2 bytes per matrix element on top of the weights)
+// Few-row products (decode) read the stored weights whatever the choice.
+
+#include <cstdint>
+#include <string_view>
+
+#include "cpx/core/error.hpp"
+
+namespace cpx::cpu {
+
+enum class Compute : std::uint8_t { fp32, fp32_packed, bf16 };
+
+constexpr std::string_view compute_name(Compute c) {
+    switch (c) {
+        case Compute::fp32_packed: return "fp32_packed";
+        case Compute::bf16: return "bf16";
+        default: return "fp32";
+    }
+}
+
+/// "fp32", "fp32_packed" or "bf16"; anything else is an InputError naming the choices.
+inline Compute parse_compute(std::string_view s) {
+    for (Compute c : {Compute::fp32, Compute::fp32_packed, Compute::bf16})
+        if (s == compute_name(c)) return c;
+    raise<InputError>("unknown arithmetic '", s, "': expected fp32, fp32_packed or bf16");
+}
+
+}  // namespace cpx::cpu
