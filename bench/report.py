@@ -124,11 +124,9 @@ class Report:
             cases, ctx = load_or_skip(path)
             self.ours.update(cases)
             self.contexts[os.path.basename(path)] = ctx
-        self.torch, self.torch_ctx = {}, {}
-        for path in sorted(glob.glob(os.path.join(results, "pytorch_*.json"))):
-            cases, ctx = load_or_skip(path)
-            self.torch.update(cases)
-            self.torch_ctx = ctx or self.torch_ctx
+        self.torch, self.torch_ctx = self.peer(results, "pytorch")  # Debian's PyTorch (1.13)
+        self.torch2, self.torch2_ctx = self.peer(results, "pytorch2")  # the current PyTorch 2 (scripts/setup_peers.sh)
+        self.ov, self.ov_ctx = self.peer(results, "openvino")
         self.machine = {}
         if os.path.exists(os.path.join(results, "machine.json")):
             with open(os.path.join(results, "machine.json")) as f:
@@ -140,6 +138,16 @@ class Report:
         self.load_events.sort(key=lambda e: e["start"])
         self.img_dir, self.doc_dir = img_dir, doc_dir
         self.lines = []
+
+    @staticmethod
+    def peer(results, prefix):
+        """A peer's cases and context from its <prefix>_<suite>.json files."""
+        found, context = {}, {}
+        for path in sorted(glob.glob(os.path.join(results, f"{prefix}_*.json"))):
+            cases, ctx = load_or_skip(path)
+            found.update(cases)
+            context = ctx or context
+        return found, context
 
     # -- helpers
     def o(self, name, key="ms"):
@@ -186,8 +194,10 @@ class Report:
                 ("Google Benchmark", "1.7 (Debian; its library reports a debug build, which affects only its own "
                                      "loop overhead)" if ctx.get("library_build_type") == "debug" else
                  ctx.get("library_build_type", "?")),
-                ("PyTorch", f"{self.torch_ctx.get('torch_version', 'not run')} eager, CPU "
-                            f"({self.torch_ctx.get('python', '')})"),
+                ("PyTorch (Debian)", f"{self.torch_ctx.get('torch_version', 'not run')} eager, CPU "
+                                     f"({self.torch_ctx.get('python', '')})"),
+                ("PyTorch 2 (PyPI)", f"{self.torch2_ctx.get('torch_version', 'not run')} eager, CPU"),
+                ("OpenVINO (PyPI)", f"{self.ov_ctx.get('openvino_version', 'not run')}, CPU plugin"),
                 ("Date", m.get("date", ctx.get("date", "?"))), ("Commit", m.get("git", "?"))]
         self.emit(table(["", ""], rows), "")
         if self.load_events:
@@ -474,11 +484,41 @@ class Report:
         self.emit("### Sequence length", "")
         self.plot_sequence()
 
+    def versus_peers(self):
+        """Whole-model prefill against PyTorch 2 and OpenVINO, per peer case (f32 or bf16 weights; bf16 =
+        bf16 arithmetic in the peers): our fastest arithmetic for the same weights and the ratios."""
+        cases = sorted(set(self.torch2) | set(self.ov), key=self.sort_key)
+        cases = [n for n in cases if re.search(r"^model/.*/prefill/", n)]
+        if not cases:
+            return
+        self.emit("## Against PyTorch 2 and OpenVINO: whole-model prefill", "",
+                  "Tokens/s, same machine, same run. f32 rows: fp32 weights and arithmetic (ours: Eigen's products, "
+                  "and `fp32_packed`, the packed AVX-512 kernel); bf16 rows: bf16 weights, bf16 arithmetic with "
+                  "fp32 sums (ours: `compute:bf16`). PyTorch 2 runs `bench/python/torch_models.py` eagerly; "
+                  "OpenVINO runs the same module converted (`bench/python/openvino_peer.py`, LATENCY hint, "
+                  "its precision hint set to the row's type). Ratios use our fastest column.", "")
+        rows = []
+        for n in cases:
+            base, rest = n.split("/prefill/")
+            if base.endswith("/f32"):
+                ours = [(self.o(n, "tokens_per_s"), "fp32"),
+                        (self.o(base + "/compute:fp32_packed/prefill/" + rest, "tokens_per_s"), "fp32_packed")]
+            else:
+                ours = [(self.o(n, "tokens_per_s"), "fp32 on bf16"),
+                        (self.o(base + "/compute:bf16/prefill/" + rest, "tokens_per_s"), "bf16")]
+            t2 = self.torch2.get(n, {}).get("tokens_per_s")
+            ov = self.ov.get(n, {}).get("tokens_per_s")
+            best = max((v for v, _ in ours if v), default=None)
+            rows.append((f"`{n.replace('model/', '')}`", fnum(ours[0][0]), fnum(ours[1][0]), fnum(t2), fnum(ov),
+                         f"{best / ov:.2f}×" if best and ov else "–", f"{best / t2:.2f}×" if best and t2 else "–"))
+        self.emit(table(["case", "ours (Eigen fp32 / fp32 on bf16)", "ours (fp32_packed / bf16)", "PyTorch 2",
+                         "OpenVINO", "ours ÷ OpenVINO", "ours ÷ PyTorch 2"], rows), "")
+
     def versus_torch(self):
         both = sorted((n for n in self.ours if self.t(n)), key=self.sort_key)
         if not both:
             return
-        self.emit("## Against PyTorch eager, every case", "")
+        self.emit("## Against PyTorch eager (Debian's), every case", "")
         self.plot_speedups(both)
 
     # -- plots
@@ -580,6 +620,7 @@ class Report:
         self.layers()
         self.models()
         self.scaling()
+        self.versus_peers()
         self.versus_torch()
         self.notes(notes)
         with open(out, "w") as f:

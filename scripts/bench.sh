@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the benchmark preset, runs every Google Benchmark suite (JSON under
-# build/bench/results/), runs the PyTorch eager peer of the same cases, and
+# build/bench/results/), runs the peers of the same cases (PyTorch eager:
+# Debian's 1.13 and the current 2.x; OpenVINO for whole-model prefill; the
+# last two from PyPI into build/peers-venv by scripts/setup_peers.sh), and
 # turns it all into docs/BENCHMARKS.md and docs/img/*.png (bench/report.py).
 #
 # Environment:
@@ -9,7 +11,8 @@
 #   BENCH_FILTER       regular expression: run only the matching cases
 #   BENCH_SUITES       suites to run (default: machine norms linear attention mlp complexity_model prism_model)
 #   CPX_BENCH_LARGE=1  adds the opt-in large shapes (1.5B pilot, 4096-token prefill)
-#   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_REPORT=1   skip a stage
+#   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_PEERS=1, SKIP_REPORT=1   skip a stage
+#     (SKIP_TORCH: Debian's PyTorch; SKIP_PEERS: PyTorch 2 and OpenVINO)
 #   PYTHON             interpreter with torch, numpy and matplotlib (default: the first python3 that has them)
 # Timings are only as good as the machine is quiet: the script records the load
 # average before and after every suite, and the report prints it. Suites can be
@@ -63,7 +66,16 @@ if [ -z "${SKIP_TORCH:-}" ]; then
         echo "bench: no python3 with torch found (apt-get install python3-torch); the PyTorch column stays empty" >&2
 fi
 
-# Each C++ suite, then its PyTorch twin right after it (similar machine conditions).
+peers_py=""
+if [ -z "${SKIP_PEERS:-}" ]; then
+    if bash scripts/setup_peers.sh; then
+        peers_py=build/peers-venv/bin/python
+    else
+        echo "bench: the PyPI peers could not be installed; their columns stay empty" >&2
+    fi
+fi
+
+# Each C++ suite, then its peers right after it (similar machine conditions).
 for s in $suites; do
     args=(--benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions"
           --benchmark_display_aggregates_only=true
@@ -76,6 +88,18 @@ for s in $suites; do
         peer_args=(--suite "$s" --out "$results/pytorch_$s.json" --min-time "$min_time" --repetitions "$repetitions")
         [ -n "$filter" ] && peer_args+=(--filter "$filter")
         stage "pytorch_$s" "$torch_py" bench/python/pytorch_peer.py "${peer_args[@]}"
+    fi
+    if [ -n "$peers_py" ] && [ "$s" != machine ]; then
+        peer_args=(--suite "$s" --min-time "$min_time" --repetitions "$repetitions")
+        [ -n "$filter" ] && peer_args+=(--filter "$filter")
+        echo "== PyTorch 2 eager: $s"
+        stage "pytorch2_$s" "$peers_py" bench/python/pytorch_peer.py "${peer_args[@]}" --out "$results/pytorch2_$s.json"
+        case $s in
+            complexity_model | prism_model)
+                echo "== OpenVINO: $s"
+                stage "openvino_$s" "$peers_py" bench/python/openvino_peer.py "${peer_args[@]}" \
+                    --out "$results/openvino_$s.json" ;;
+        esac
     fi
 done
 

@@ -48,7 +48,7 @@ def main(argv):
     model = torch_models.load_model(checkpoint)
     tokens, want = list(prompt_ids), []
     for _ in range(NEW_TOKENS):
-        nxt = int(model.forward(tokens)[-1].argmax())
+        nxt = int(model.logits(tokens)[-1].argmax())
         want.append(nxt)
         tokens.append(nxt)
     print(f"{name}: prompt {prompt_ids}; C++ greedy {got}")
