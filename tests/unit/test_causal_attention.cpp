@@ -50,14 +50,15 @@ std::vector<double> reference_attention(const Case& c, const std::vector<float>&
     return out;
 }
 
-std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                       const std::vector<float>& v, float scale, cpu::AttentionWorkspace& ws) {
+template <class KV = float>
+std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<KV>& k, const std::vector<KV>& v,
+                       float scale, cpu::AttentionWorkspace& ws, cpu::Compute compute = cpu::Compute::fp32) {
     auto out = testing::poisoned<float>(static_cast<std::size_t>(c.rows) * c.heads * c.dim);
     const index_t keys = c.offset + c.rows;
-    cpu::causal_attention<float>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
-                                 cpu::packed_heads(k.data(), keys, c.kv_heads, c.dim),
-                                 cpu::packed_heads(v.data(), keys, c.kv_heads, c.dim),
-                                 cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
+    cpu::causal_attention<KV>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                              cpu::packed_heads(k.data(), keys, c.kv_heads, c.dim),
+                              cpu::packed_heads(v.data(), keys, c.kv_heads, c.dim),
+                              cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws, {}, compute);
     return out;
 }
 /// Random q, k, v for a case (seeds base, base + 1, base + 2).
@@ -85,6 +86,52 @@ TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, w
         const float scale = 1.0f / std::sqrt(float(c.dim));
         // fp32 dot products of <= 64 terms and fp32 softmax sums over <= 130 keys: ~1e-6 relative.
         CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
+    }
+}
+
+// Packed products: the block's keys and values packed per call. fp32_packed sums the same
+// products in another order (~1e-6). bf16 rounds q, k, the probabilities and v to 8 bits:
+// scores err by ~2^-8 of |q||k| scale (about 1e-2 absolute here), so probabilities by ~1%
+// relative, and the outputs, averages of values, by about that share of their scale;
+// measured ~4e-3 relative to the largest output, allowed 3e-2 as the model tests allow.
+TEST_CASE("packed attention products (fp32_packed, bf16) match the reference, fp32 and bf16 caches") {
+    cpu::AttentionWorkspace ws;
+    const bool have_f32 = cpu::gemm_f32_packed_available(), have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
+    if (!have_f32) MESSAGE("fp32_packed: skipped, no AVX-512 (", cpu::cpu_features().summary(), ")");
+    if (!have_bf16) MESSAGE("bf16: skipped, no bf16 instructions (", cpu::cpu_features().summary(), ")");
+    // Blocks of 64 stacked rows and tails of them, head dims 8-128 (not multiples of the 64-column
+    // panels), chunks appended to a cache, GQA and MHA.
+    for (Case c : {Case{12, 4, 64, 150, 0}, Case{8, 8, 32, 70, 0}, Case{6, 2, 8, 33, 0}, Case{3, 1, 64, 30, 100},
+                   Case{4, 2, 128, 40, 9}, Case{5, 5, 24, 17, 0}}) {
+        CAPTURE(c.heads);
+        CAPTURE(c.kv_heads);
+        CAPTURE(c.dim);
+        CAPTURE(c.rows);
+        CAPTURE(c.offset);
+        auto [q, k, v] = random_inputs(c, 31);
+        const float scale = 1.0f / std::sqrt(float(c.dim));
+        const auto want = reference_attention(c, q, k, v, scale);
+        const auto fp32 = run(c, q, k, v, scale, ws);
+        if (have_f32) {
+            const auto got = run(c, q, k, v, scale, ws, cpu::Compute::fp32_packed);
+            CHECK(testing::relative_error(got, want) < 1e-5);
+        }
+        if (have_bf16) {
+            const auto got = run(c, q, k, v, scale, ws, cpu::Compute::bf16);
+            const double err = testing::relative_error(got, want);
+            MESSAGE("bf16 attention, relative error ", err);
+            CHECK(err < 3e-2);
+            CHECK(err > 1e-5);  // the bf16 products did run
+        }
+        // A bf16 cache: its values are the rounded ones, the reference reads them exactly.
+        std::vector<bf16> k16(k.size()), v16(v.size());
+        for (std::size_t i = 0; i < k.size(); ++i) {
+            k16[i] = bf16::from_float(k[i]), v16[i] = bf16::from_float(v[i]);
+            k[i] = k16[i].to_float(), v[i] = v16[i].to_float();
+        }
+        const auto want16 = reference_attention(c, q, k, v, scale);
+        if (have_f32) CHECK(testing::relative_error(run(c, q, k16, v16, scale, ws, cpu::Compute::fp32_packed), want16) < 1e-5);
+        if (have_bf16) CHECK(testing::relative_error(run(c, q, k16, v16, scale, ws, cpu::Compute::bf16), want16) < 3e-2);
     }
 }
 
@@ -273,7 +320,7 @@ TEST_CASE("a batch of sequences with different lengths and offsets equals separa
     std::vector<std::atomic<int>> rows_seen(cases.size());
     std::atomic<int> wrong_counts{0};
     cpu::AttentionWorkspace ws;
-    cpu::causal_attention_batch<float>(problems, 0.35f, ws,
+    cpu::causal_attention_batch<float>(problems, 0.35f, ws, cpu::Compute::fp32,
                                        [&](std::size_t problem, int, index_t position, const float*, index_t count) {
                                            if (count != position + 1) wrong_counts.fetch_add(1);
                                            rows_seen[problem].fetch_add(1);

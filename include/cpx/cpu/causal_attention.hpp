@@ -8,6 +8,14 @@
 // (KV head, block of query rows); each block stacks the queries of the
 // `groups` heads that share a KV head into one GEMM against that head's keys,
 // so K and V are read once per block and the products run at GEMM speed.
+//
+// Arithmetic of those block products (cpu/compute.hpp), the model's choice:
+// fp32 with Eigen's GEMM; or each KV head's keys and values packed once per
+// call into panels (cpu/packed_panels.hpp; a block reads the prefix of the
+// keys it sees) for our packed fp32 kernel or, for bf16, the vdpbf16ps kernel
+// (queries and softmax probabilities rounded to bf16, fp32 sums, fp32
+// softmax). Problems of 8 query rows or fewer (decode) keep the fp32 kernels
+// that read the cache in place.
 
 #include "cpx/cpu/eigen.hpp"
 
@@ -22,6 +30,10 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/attention_decode_avx512.hpp"
+#include "cpx/cpu/compute.hpp"
+#include "cpx/cpu/gemm_bf16.hpp"
+#include "cpx/cpu/gemm_f32_packed.hpp"
+#include "cpx/cpu/packed_panels.hpp"
 #include "cpx/cpu/parallel.hpp"
 #include "cpx/cpu/strided.hpp"
 
@@ -38,6 +50,11 @@ struct NoAttentionObserver {};
 template <class F>
 concept AttentionObserver =
     std::same_as<F, NoAttentionObserver> || std::invocable<const F&, int, index_t, const float*, index_t>;
+
+/// Query rows of a problem above which its products run on packed keys and values;
+/// fewer (decode steps) keep the kernels that read the cache in place, as the
+/// projections keep the stored weights up to the same count (linear.hpp's gemv_max_rows).
+inline constexpr index_t attention_packed_max_plain_rows = 8;
 
 /// Query rows per work block: the `groups` heads sharing a KV head are stacked,
 /// so a block is a GEMM of about 64 query rows.
@@ -86,9 +103,30 @@ public:
     }
 
     float* thread_buffer(int thread) { return buffer_.data() + per_thread_ * static_cast<std::size_t>(thread); }
-    std::size_t bytes() const { return buffer_.size() * sizeof(float); }
+    std::size_t bytes() const {
+        std::size_t b = buffer_.size() * sizeof(float);
+        for (const PackedKV& p : packed_) b += p.k16.bytes() + p.v16.bytes() + p.k32.bytes() + p.v32.bytes();
+        for (const Bf16Scratch& x : scratch_) b += x.bytes();
+        return b;
+    }
+
+    /// One KV head's keys and values of one problem, packed for the packed products.
+    struct PackedKV {
+        PackedBf16 k16, v16;
+        PackedF32 k32, v32;
+    };
+    /// Called before the parallel region: room for `heads` packed KV heads and one bf16
+    /// scratch per thread.
+    void ensure_packed(std::size_t heads, int threads) {
+        if (packed_.size() < heads) packed_.resize(heads);
+        if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
+    }
+    PackedKV& packed(std::size_t head) { return packed_[head]; }
+    Bf16Scratch& bf16_scratch(int thread) { return scratch_[static_cast<std::size_t>(thread)]; }
 
 private:
+    std::vector<PackedKV> packed_;
+    std::vector<Bf16Scratch> scratch_;
     AlignedVector<float> buffer_;
     std::size_t per_thread_ = 0;
     int threads_ = 0;
@@ -155,10 +193,13 @@ concept BatchAttentionObserver =
 /// Several independent sequences (a batch with different lengths and cache
 /// offsets) in one parallel region: all (problem, KV head, row block) items are
 /// shared among the threads. Every problem must have the same head shape.
+///
+/// `compute`: the arithmetic of the blocks' products (see the file comment); a choice
+/// whose kernels this machine lacks runs fp32.
 template <class KV, class Observer = NoAttentionObserver>
     requires BatchAttentionObserver<Observer>
 void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, float scale, AttentionWorkspace& ws,
-                            const Observer& observe = Observer{}) {
+                            Compute compute = Compute::fp32, const Observer& observe = Observer{}) {
     if (problems.empty()) return;
     const auto& first = problems.front();
     index_t max_keys = 0, total_items = 0;
@@ -177,6 +218,32 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     const index_t block = attention_block_rows(groups);
     work *= static_cast<double>(first.q.heads) * (dq + dv);
     ws.ensure(AttentionWorkspace::floats_per_thread(groups, dq, dv, max_keys, convert), max_threads());
+    if (compute == Compute::bf16 && best_bf16_level() == Bf16Level::none) compute = Compute::fp32;
+    if (compute == Compute::fp32_packed && !gemm_f32_packed_available()) compute = Compute::fp32;
+    // Packed products only for problems of many query rows (prefill), where packing pays.
+    bool packed = false;
+    for (const auto& p : problems) packed |= p.q.rows > attention_packed_max_plain_rows;
+    if (compute == Compute::fp32 || !packed) compute = Compute::fp32;
+    if (compute != Compute::fp32) {
+        const std::size_t heads = problems.size() * static_cast<std::size_t>(kv_heads);
+        ws.ensure_packed(heads, max_threads());
+#pragma omp parallel for schedule(dynamic, 1) if (heads > 1)
+        for (std::size_t i = 0; i < heads; ++i) {
+            const AttentionProblem<KV>& p = problems[i / static_cast<std::size_t>(kv_heads)];
+            const int kh = static_cast<int>(i % static_cast<std::size_t>(kv_heads));
+            const index_t n = p.offset + p.q.rows;
+            const RowBlock<const KV> keys{p.k.head(0, kh), n, dq, p.k.row_stride};
+            const RowBlock<const KV> values{p.v.head(0, kh), n, dv, p.v.row_stride};
+            AttentionWorkspace::PackedKV& pk = ws.packed(i);
+            if (compute == Compute::bf16) {
+                pk.k16.assign(keys, WeightOrientation::out_in);  // B of S = Q K^T: keys are outputs
+                pk.v16.assign(values, WeightOrientation::in_out);  // B of O = P V: keys are inputs
+            } else {
+                pk.k32.assign(keys, WeightOrientation::out_in);
+                pk.v32.assign(values, WeightOrientation::in_out);
+            }
+        }
+    }
 
     // Items of problem i are [item_begin[i], item_begin[i+1]); within a problem
     // the largest blocks (latest rows, most keys) come first for the dynamic schedule.
@@ -238,6 +305,27 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
             }
         }
 #endif
+        if (compute != Compute::fp32 && rows > attention_packed_max_plain_rows) {
+            // This block sees the first n keys of its head's packed keys and values.
+            AttentionWorkspace::PackedKV& pk = ws.packed(pi * static_cast<std::size_t>(kv_heads) + kh);
+            const RowBlock<const float> queries{qg, m, dq, dq};
+            const RowBlock<float> scores{s, m, n, ss}, outputs{o, m, dv, dv};
+            if (compute == Compute::bf16) {
+                Bf16Scratch& x = ws.bf16_scratch(thread_index());
+                gemm_bf16(queries, pk.k16.view().prefix(n, dq), scores, false, x, best_bf16_level(), 1);
+                normalise();
+                gemm_bf16(RowBlock<const float>(scores), pk.v16.view().prefix(dv, n), outputs, false, x,
+                          best_bf16_level(), 1);
+            } else {
+                gemm_f32_packed(queries, pk.k32.view().prefix(n, dq), scores, false, 1);
+                normalise();
+                gemm_f32_packed(RowBlock<const float>(scores), pk.v32.view().prefix(dv, n), outputs, false, 1);
+            }
+            for (int g = 0; g < groups; ++g)
+                for (index_t r = 0; r < nrows; ++r)
+                    std::copy_n(o + (g * nrows + r) * dv, dv, p.out.head(t0 + r, kh * groups + g));
+            continue;
+        }
         Eigen::Map<detail::RowMajorF> qm(qg, m, dq), om(o, m, dv);
         Eigen::Map<detail::RowMajorF, Eigen::Aligned64, Eigen::OuterStride<>> sm(s, m, n, Eigen::OuterStride<>(ss));
         const float *kbase, *vbase;
@@ -277,15 +365,15 @@ template <class KV, class Observer = NoAttentionObserver>
     requires AttentionObserver<Observer>
 void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& k, const HeadRows<const KV>& v,
                       const HeadRows<float>& out, index_t offset, float scale, AttentionWorkspace& ws,
-                      const Observer& observe = Observer{}) {
+                      const Observer& observe = Observer{}, Compute compute = Compute::fp32) {
     const AttentionProblem<KV> problem{q, k, v, out, offset};
     if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
-        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws);
+        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws, compute);
     } else {
         const auto forward = [&observe](std::size_t, int head, index_t position, const float* probs, index_t count) {
             observe(head, position, probs, count);
         };
-        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws, forward);
+        causal_attention_batch<KV>(std::span<const AttentionProblem<KV>>(&problem, 1), scale, ws, compute, forward);
     }
 }
 

@@ -65,10 +65,11 @@ inline constexpr index_t block_pairs = 128;  // a panel's block: 64 columns x 2 
 }  // namespace gemm_bf16_detail
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
-/// x and y may be strided. Throws ShapeError on mismatched shapes and InputError when
+/// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
+/// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
 /// `level` is none or not available on this machine.
-inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const RowBlock<float>& y, bool accumulate,
-                      Bf16Scratch& scratch, Bf16Level level = best_bf16_level()) {
+inline void gemm_bf16(const RowBlock<const float>& x, PackedPanelsView<bf16> b, const RowBlock<float>& y,
+                      bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
     using namespace gemm_bf16_detail;
     require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
                         b.inputs());
@@ -89,7 +90,7 @@ inline void gemm_bf16(const RowBlock<const float>& x, const PackedBf16& b, const
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
     std::uint16_t* a = scratch.rows(m, lda);
     const index_t panels = b.panels();
-    const int threads = panel_gemm::threads_for(m, n);
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         const int t = thread_index(), team = team_size();

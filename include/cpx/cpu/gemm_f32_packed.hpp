@@ -31,9 +31,10 @@ inline bool gemm_f32_packed_available() {
 }
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
-/// strided. Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
-inline void gemm_f32_packed(const RowBlock<const float>& x, const PackedF32& b, const RowBlock<float>& y,
-                            bool accumulate) {
+/// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
+/// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
+inline void gemm_f32_packed(const RowBlock<const float>& x, PackedPanelsView<float> b, const RowBlock<float>& y,
+                            bool accumulate, int max_team = 0) {
     require<ShapeError>(x.cols == b.inputs(), "gemm_f32_packed: input rows have ", x.cols,
                         " features, the weight expects ", b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_f32_packed: output is [", y.rows, ", ",
@@ -51,7 +52,7 @@ inline void gemm_f32_packed(const RowBlock<const float>& x, const PackedF32& b, 
     namespace k = avx512_f32;
     constexpr index_t block_depth = 128;  // a panel's block: 64 columns x 128 x 4 bytes = 32 KiB, in L1
     const index_t panels = b.panels();
-    const int threads = panel_gemm::threads_for(m, n);
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth, k::tile_rows,
                              [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {

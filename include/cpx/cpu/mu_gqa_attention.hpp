@@ -124,8 +124,8 @@ public:
         }
         // 1/sqrt(hd), SDPA's default scale (0.125 for hd = 64).
         const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C::head_dim)));
-        causal_attention_batch<float>(fresh_, scale, ws_);
-        causal_attention_batch<KV>(cached_, scale, ws_);
+        causal_attention_batch<float>(fresh_, scale, ws_, compute_of(w.qkv_packed));
+        causal_attention_batch<KV>(cached_, scale, ws_, compute_of(w.qkv_packed));
         linear<W>(RowBlock<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
                   scratch_, w.o_proj_packed);
     }

@@ -39,6 +39,38 @@ enum class WeightOrientation : bool {
     in_out,  ///< [K, N]: input-major, y = x . W
 };
 
+/// A read-only view of packed panels, possibly of a prefix of their outputs and
+/// inputs (attention reads the first n keys of keys packed once per call).
+template <class T>
+class PackedPanelsView {
+public:
+    static constexpr index_t group = static_cast<index_t>(4 / sizeof(T));
+
+    PackedPanelsView() = default;
+    PackedPanelsView(const T* data, index_t outputs, index_t inputs, index_t stride_groups)
+        : data_(data), n_(outputs), k_(inputs), stride_groups_(stride_groups) {}
+
+    index_t outputs() const { return n_; }
+    index_t inputs() const { return k_; }
+    index_t groups() const { return (k_ + group - 1) / group; }
+    index_t panels() const { return (n_ + packed_panel_cols - 1) / packed_panel_cols; }
+    const T* panel(index_t panel, index_t g = 0) const {
+        return data_ + (panel * stride_groups_ + g) * packed_panel_cols * group;
+    }
+    /// The first `outputs` outputs of the first `inputs` inputs. Where `inputs` is not a whole
+    /// group, the group's other input belongs to the full matrix: the x of a product must hold a
+    /// zero there (the products' own rounding of x does).
+    PackedPanelsView prefix(index_t outputs, index_t inputs) const {
+        require<ShapeError>(outputs >= 0 && outputs <= n_ && inputs >= 0 && inputs <= k_, "packed panels: prefix [",
+                            inputs, " -> ", outputs, "] of [", k_, " -> ", n_, "]");
+        return {data_, outputs, inputs, stride_groups_};
+    }
+
+private:
+    const T* data_ = nullptr;
+    index_t n_ = 0, k_ = 0, stride_groups_ = 0;
+};
+
 /// T: the packed element type, bf16 or float.
 template <class T>
 class PackedPanels {
@@ -53,25 +85,44 @@ public:
     /// Packs `w` (fp32 or bf16, any row stride) as the B of y = x . B.
     template <class W>
     static PackedPanels pack(const RowBlock<const W>& w, WeightOrientation orientation) {
+        PackedPanels p;
+        p.assign(w, orientation);
+        return p;
+    }
+
+    /// pack() into this object, reusing its storage (per-call packing of attention's keys and values).
+    template <class W>
+    void assign(const RowBlock<const W>& w, WeightOrientation orientation) {
         static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "packing reads fp32 or bf16 weights");
         require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.stride >= w.cols),
                             "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.stride);
-        PackedPanels p;
         const bool nk = orientation == WeightOrientation::out_in;
-        p.n_ = nk ? w.rows : w.cols;
-        p.k_ = nk ? w.cols : w.rows;
-        p.groups_ = (p.k_ + group - 1) / group;
-        p.panels_ = (p.n_ + packed_panel_cols - 1) / packed_panel_cols;
-        p.data_.assign(static_cast<std::size_t>(p.panels_ * p.groups_ * packed_panel_cols * group), T{});
+        n_ = nk ? w.rows : w.cols;
+        k_ = nk ? w.cols : w.rows;
+        groups_ = (k_ + group - 1) / group;
+        panels_ = (n_ + packed_panel_cols - 1) / packed_panel_cols;
+        data_.assign(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group), T{});
+        // offset(n, k) = column_base(n) + input_base(k), each computed once per row.
+        const auto column_base = [&](index_t n) {
+            return (n / packed_panel_cols * groups_ * packed_panel_cols + n % packed_panel_cols) * group;
+        };
+        const auto input_base = [](index_t k) { return k / group * packed_panel_cols * group + k % group; };
+        T* out = data_.data();
         for (index_t r = 0; r < w.rows; ++r) {
             const W* row = w.row(r);
-            for (index_t c = 0; c < w.cols; ++c) {
-                const index_t n = nk ? r : c, k = nk ? c : r;
-                p.data_[static_cast<std::size_t>(p.offset(n, k))] = convert(row[c]);
+            if (nk) {
+                T* base = out + column_base(r);
+                for (index_t c = 0; c < w.cols; ++c) base[input_base(c)] = convert(row[c]);
+            } else {
+                T* base = out + input_base(r);
+                for (index_t c = 0; c < w.cols; ++c) base[column_base(c)] = convert(row[c]);
             }
         }
-        return p;
     }
+
+    /// The whole packed matrix as a view (what the products read).
+    PackedPanelsView<T> view() const { return {data_.data(), n_, k_, groups_}; }
+    operator PackedPanelsView<T>() const { return view(); }
 
     index_t outputs() const { return n_; }  ///< N
     index_t inputs() const { return k_; }   ///< K
@@ -149,5 +200,13 @@ public:
 private:
     std::variant<std::monostate, PackedBf16, PackedF32> panels_;
 };
+
+/// The arithmetic a packed weight stands for: the layers run their other products
+/// (attention's Q K^T and P V) the same way. Null: plain fp32.
+inline Compute compute_of(const PackedWeight* p) {
+    if (p && p->bf16()) return Compute::bf16;
+    if (p && p->f32()) return Compute::fp32_packed;
+    return Compute::fp32;
+}
 
 }  // namespace cpx::cpu

@@ -119,14 +119,15 @@ public:
             }
         }
         const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+        const Compute compute = compute_of(w.u_packed);
         if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
-            causal_attention_batch<float>(fresh_, softmax_scale, ws_);
-            causal_attention_batch<KV>(cached_, softmax_scale, ws_);
+            causal_attention_batch<float>(fresh_, softmax_scale, ws_, compute);
+            causal_attention_batch<KV>(cached_, softmax_scale, ws_, compute);
         } else {
             const auto batch_observer = [&observe](std::size_t, int head, index_t position, const float* p,
                                                    index_t count) { observe(head, position, p, count); };
-            causal_attention_batch<float>(fresh_, softmax_scale, ws_, batch_observer);
-            causal_attention_batch<KV>(cached_, softmax_scale, ws_, batch_observer);
+            causal_attention_batch<float>(fresh_, softmax_scale, ws_, compute, batch_observer);
+            causal_attention_batch<KV>(cached_, softmax_scale, ws_, compute, batch_observer);
         }
 
         // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
