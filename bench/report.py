@@ -509,7 +509,8 @@ class Report:
             t2 = self.torch2.get(n, {}).get("tokens_per_s")
             ov = self.ov.get(n, {}).get("tokens_per_s")
             best = max((v for v, _ in ours if v), default=None)
-            rows.append((f"`{n.replace('model/', '')}`", fnum(ours[0][0]), fnum(ours[1][0]), fnum(t2), fnum(ov),
+            rate = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
+            rows.append((f"`{n.replace('model/', '')}`", rate(ours[0][0]), rate(ours[1][0]), rate(t2), rate(ov),
                          f"{best / ov:.2f}×" if best and ov else "–", f"{best / t2:.2f}×" if best and t2 else "–"))
         self.emit(table(["case", "ours (Eigen fp32 / fp32 on bf16)", "ours (fp32_packed / bf16)", "PyTorch 2",
                          "OpenVINO", "ours ÷ OpenVINO", "ours ÷ PyTorch 2"], rows), "")
