@@ -16,13 +16,9 @@ Timing and output as bench/python/pytorch_peer.py (Google Benchmark's JSON
 layout, the same case names, median of repetitions).
 """
 import argparse
-import json
 import os
-import platform
 import re
-import statistics
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -112,22 +108,13 @@ def main(argv):
         bound = 1e-4 if precision == "f32" else 5e-2
         if not err <= bound:
             raise SystemExit(f"{name}: OpenVINO's logits are {err:.2e} from PyTorch's (allowed {bound})")
-        reps = pytorch_peer.measure(lambda: request.infer(feed), args.min_time, args.repetitions)
-        for i, (s, n) in enumerate(reps):
-            results.append(pytorch_peer.entry(name, "iteration", s, n, batch * tokens, repetition=i))
-        times = [s for s, _ in reps]
-        results.append(pytorch_peer.entry(name, "aggregate", statistics.median(times), len(reps), batch * tokens,
-                                          "median"))
-        results.append(pytorch_peer.entry(name, "aggregate", min(times), len(reps), batch * tokens, "min"))
-        print(f"{name:80s} {statistics.median(times) * 1e3:10.3f} ms  (logits vs PyTorch {err:.1e})", flush=True)
-    out = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_name": platform.node(),
-                       "library": "openvino", "openvino_version": ov.__version__, "torch_version": torch.__version__,
-                       "python": platform.python_version(), "min_time": args.min_time,
-                       "repetitions": args.repetitions},
-           "benchmarks": results}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+        entries, median = pytorch_peer.timed(name, lambda: request.infer(feed), batch * tokens, args.min_time,
+                                             args.repetitions)
+        results += entries
+        print(f"{name:80s} {median * 1e3:10.3f} ms  (logits vs PyTorch {err:.1e})", flush=True)
+    pytorch_peer.write_results(args.out, "openvino", {"openvino_version": ov.__version__,
+                                                      "torch_version": torch.__version__},
+                               args.min_time, args.repetitions, results)
     return 0
 
 

@@ -405,6 +405,25 @@ def measure(fn, min_time, repetitions, slow=5.0):
     return reps
 
 
+def timed(name, fn, tokens, min_time, repetitions):
+    """measure() of fn as Google Benchmark's JSON entries (every repetition, median, min) and the median."""
+    reps = measure(fn, min_time, repetitions)
+    out = [entry(name, "iteration", s, n, tokens, repetition=i) for i, (s, n) in enumerate(reps)]
+    times = [s for s, _ in reps]
+    out.append(entry(name, "aggregate", statistics.median(times), len(reps), tokens, "median"))
+    out.append(entry(name, "aggregate", min(times), len(reps), tokens, "min"))
+    return out, statistics.median(times)
+
+
+def write_results(path, library, extra, min_time, repetitions, results):
+    """The JSON file the report reads: context (date, host, library, versions) and the entries."""
+    context = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_name": platform.node(), "library": library,
+               "python": platform.python_version(), "min_time": min_time, "repetitions": repetitions, **extra}
+    if path:
+        with open(path, "w") as f:
+            json.dump({"context": context, "benchmarks": results}, f, indent=1)
+
+
 def entry(name, run_type, seconds, iterations, tokens, aggregate=None, repetition=None):
     e = {"name": name + ("" if aggregate is None else "_" + aggregate), "run_name": name, "run_type": run_type,
          "real_time": seconds * 1e3, "time_unit": "ms", "iterations": iterations,
@@ -440,23 +459,14 @@ def main(argv):
     for c in selected:
         torch.set_num_threads(c.threads)
         fn = c.setup()
-        reps = measure(fn, args.min_time, args.repetitions)
+        entries, median = timed(c.name, fn, c.tokens, args.min_time, args.repetitions)
         del fn
-        for i, (s, n) in enumerate(reps):
-            results.append(entry(c.name, "iteration", s, n, c.tokens, repetition=i))
-        times = [s for s, _ in reps]
-        results.append(entry(c.name, "aggregate", statistics.median(times), len(reps), c.tokens, "median"))
-        results.append(entry(c.name, "aggregate", min(times), len(reps), c.tokens, "min"))
-        print(f"{c.name:80s} {statistics.median(times) * 1e3:10.3f} ms", flush=True)
+        results += entries
+        print(f"{c.name:80s} {median * 1e3:10.3f} ms", flush=True)
     _model_cache.clear()
-    out = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_name": platform.node(),
-                       "library": "pytorch-eager", "torch_version": torch.__version__,
-                       "torch_parallel_info": torch.__config__.parallel_info(), "python": platform.python_version(),
-                       "min_time": args.min_time, "repetitions": args.repetitions},
-           "benchmarks": results}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+    write_results(args.out, "pytorch-eager", {"torch_version": torch.__version__,
+                                              "torch_parallel_info": torch.__config__.parallel_info()},
+                  args.min_time, args.repetitions, results)
     return 0
 
 
