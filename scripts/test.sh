@@ -20,15 +20,21 @@ else
     echo "test: no nvcc: the CPU path only (install the CUDA Toolkit to compile the GPU path)"
 fi
 
+# Each stage prints its wall time, so the suite's budget (well under 25 minutes on 2 cores) is watched.
+stage_start=$SECONDS
+stage_end() { echo "-- $1: $((SECONDS - stage_start)) s (total $SECONDS s)"; stage_start=$SECONDS; }
+
 echo "== release build and tests"
 # The paper-scale presets' run programs (the tiny presets' code with other constants) are left
 # out of this build for time; scripts/run.sh and scripts/speed_demo.sh build theirs by name.
 cmake --preset release -DCPX_BUILD_LARGE_PRESET_PROGRAMS=OFF
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+stage_end "release build and tests"
 
 echo "== fuzz targets (libFuzzer, clang + ASan/UBSan), 12 s each; scripts/fuzz.sh runs them longer"
 bash scripts/fuzz.sh --seconds 12
+stage_end "fuzz targets"
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan
@@ -36,9 +42,11 @@ cmake --build --preset asan -j "$jobs"
 # The consumer projects test packaging and compiler warnings, which the release run covered;
 # they build separate projects with their own flags, so the sanitizer run skips them.
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
+stage_end "sanitizer build and tests"
 
 echo "== sanitizer build with native CPU flags: the kernel tests, so the AVX-512 code is sanitized too"
 kernel_tests=(test_linear test_gemm_bf16 test_gemm_f32_packed test_causal_attention)
 cmake --preset asan-native
 cmake --build --preset asan-native -j "$jobs" --target "${kernel_tests[@]}"
 ctest --preset asan-native -j "$jobs" -R "^($(IFS='|'; echo "${kernel_tests[*]}"))\$"
+stage_end "native sanitizer build and kernel tests"
