@@ -6,7 +6,6 @@
 // output depending on the batch; that is a property of their training batches,
 // not of the model, and is not reproduced.)
 
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/expert_dispatch.hpp"
 #include "cpx/cpu/swiglu_mlp.hpp"
+#include "cpx/layers/router_math.hpp"
 
 namespace cpx::cpu {
 
@@ -47,14 +47,9 @@ public:
         expert_.resize(static_cast<std::size_t>(n));
         gate_.resize(static_cast<std::size_t>(n));
         for (index_t r = 0; r < n; ++r) {
-            const float* z = logits.row(r);
-            int best = 0;
-            for (int e = 1; e < C::experts; ++e)
-                if (z[e] > z[best]) best = e;
-            float sum = 0.0f;
-            for (int e = 0; e < C::experts; ++e) sum += std::exp(z[e] - z[best]);
-            expert_[static_cast<std::size_t>(r)] = best;
-            gate_[static_cast<std::size_t>(r)] = 1.0f / sum;  // p_best = exp(0) / sum
+            const RouterChoice choice = router_top1(logits.row(r), C::experts);
+            expert_[static_cast<std::size_t>(r)] = choice.expert;
+            gate_[static_cast<std::size_t>(r)] = choice.probability;
         }
         if constexpr (C::has_shared_expert) swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_);
         dispatch_.forward(w.experts, x, expert_, gate_, residual, counts);

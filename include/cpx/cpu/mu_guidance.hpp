@@ -5,11 +5,10 @@
 // next-layer input directly; the last layer's mu is never consumed, so the
 // model does not call this for it.
 
-#include <algorithm>
-
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/linear.hpp"
+#include "cpx/layers/mu_math.hpp"
 
 namespace cpx::cpu {
 
@@ -32,10 +31,8 @@ void next_mu(const MuGuidanceWeights<W>& w, const RowBlock<const float>& h2, con
 #pragma omp parallel for schedule(static) if (next.rows * C::hidden > 65536)
     for (index_t r = 0; r < next.rows; ++r) {
         float* m = next.row(r);
-        for (int i = 0; i < C::hidden; ++i) {
-            const float base = std::clamp(w.mu[i], C::mu_param_min, C::mu_param_max);
-            m[i] = std::clamp(base + m[i], -C::mu_clamp, C::mu_clamp);
-        }
+        for (int i = 0; i < C::hidden; ++i)
+            m[i] = mu_next_layer(w.mu[i], m[i], C::mu_param_min, C::mu_param_max, C::mu_clamp);
     }
 }
 
