@@ -40,7 +40,9 @@ echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 # The consumer projects test packaging and compiler warnings, which the release run covered;
-# they build separate projects with their own flags, so the sanitizer run skips them.
+# they build separate projects with their own flags, so the sanitizer run skips them. The tests
+# of build-time routing tables are not built there either (their checks are constant evaluation;
+# the router's run-time code is sanitized through test_router_algorithms and _properties).
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
 stage_end "sanitizer build and tests"
 
