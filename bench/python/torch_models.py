@@ -214,9 +214,9 @@ class ComplexityDeep(torch.nn.Module):
         self.t = {k[len("model.") :] if k.startswith("model.") else k: v for k, v in tensors.items()}
         self.dtype = self.t["embed_tokens.weight"].dtype
         # Per layer, split once (a benchmark may hold only some layers' tensors).
-        self.experts = {i: self.expert_weights(i) for i in range(self.L)
-                        if self.mlp_type != "swiglu" and f"layers.{i}.mlp.down_proj_w" in self.t
-                        or f"layers.{i}.mlp.down_proj" in self.t}
+        routed = self.mlp_type != "swiglu"
+        self.experts = {i: self.expert_weights(i) for i in range(self.L) if routed and (
+            f"layers.{i}.mlp.down_proj_w" in self.t or f"layers.{i}.mlp.down_proj" in self.t)}
         self.rope = Rope(max_positions, self.hd, self.theta, self.dtype)
         self.cache = None
 

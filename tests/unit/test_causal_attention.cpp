@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "test_support.hpp"
@@ -296,40 +297,51 @@ TEST_CASE("attention rejects inconsistent heads and too few keys") {
     CHECK_THROWS_AS(cpu::causal_attention<float>(q, kv_wide, kv_wide, out, 0, 1.0f, ws), ShapeError);
 }
 
-TEST_CASE("a batch of sequences with different lengths and offsets equals separate calls") {
-    const std::vector<Case> cases = {Case{4, 2, 8, 9, 0}, Case{4, 2, 8, 1, 30}, Case{4, 2, 8, 40, 3}};
-    std::vector<std::vector<float>> q, k, v, out;
-    std::vector<cpu::AttentionProblem<float>> problems;
-    std::vector<std::size_t> observed_problem;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-        const Case& c = cases[i];
-        const index_t keys = c.offset + c.rows;
-        q.push_back(testing::random_normal(c.rows * c.heads * c.dim, 20 + i));
-        k.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 30 + i));
-        v.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 40 + i));
-        out.push_back(testing::poisoned<float>(c.rows * c.heads * c.dim));
-    }
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-        const Case& c = cases[i];
-        const index_t keys = c.offset + c.rows;
-        problems.push_back({cpu::packed_heads<const float>(q[i].data(), c.rows, c.heads, c.dim),
-                            cpu::packed_heads<const float>(k[i].data(), keys, c.kv_heads, c.dim),
-                            cpu::packed_heads<const float>(v[i].data(), keys, c.kv_heads, c.dim),
-                            cpu::packed_heads(out[i].data(), c.rows, c.heads, c.dim), c.offset});
-    }
-    std::vector<std::atomic<int>> rows_seen(cases.size());
-    std::atomic<int> wrong_counts{0};
-    cpu::AttentionWorkspace ws;
-    cpu::causal_attention_batch<float>(problems, 0.35f, ws, cpu::Compute::fp32,
-                                       [&](std::size_t problem, int, index_t position, const float*, index_t count) {
-                                           if (count != position + 1) wrong_counts.fetch_add(1);
-                                           rows_seen[problem].fetch_add(1);
-                                       });
-    CHECK(wrong_counts.load() == 0);
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-        cpu::AttentionWorkspace single;
-        const auto alone = run(cases[i], q[i], k[i], v[i], 0.35f, single);
-        for (std::size_t j = 0; j < alone.size(); ++j) CHECK(out[i][j] == alone[j]);
-        CHECK(rows_seen[i].load() == cases[i].rows * cases[i].heads);
+// Every arithmetic: in the packed ones the two prefill problems (9 and 40 rows) run packed and the
+// decode problem (1 row) reads its keys in place, exactly as in fp32.
+TEST_CASE("a batch of sequences with different lengths and offsets equals separate calls, in every arithmetic") {
+    std::vector<cpu::Compute> computes{cpu::Compute::fp32};
+    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
+    for (const cpu::Compute compute : computes) {
+        const std::string_view arithmetic = cpu::compute_name(compute);
+        CAPTURE(arithmetic);
+        const std::vector<Case> cases = {Case{4, 2, 8, 9, 0}, Case{4, 2, 8, 1, 30}, Case{4, 2, 8, 40, 3}};
+        std::vector<std::vector<float>> q, k, v, out;
+        std::vector<cpu::AttentionProblem<float>> problems;
+        std::vector<std::size_t> observed_problem;
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const Case& c = cases[i];
+            const index_t keys = c.offset + c.rows;
+            q.push_back(testing::random_normal(c.rows * c.heads * c.dim, 20 + i));
+            k.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 30 + i));
+            v.push_back(testing::random_normal(keys * c.kv_heads * c.dim, 40 + i));
+            out.push_back(testing::poisoned<float>(c.rows * c.heads * c.dim));
+        }
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const Case& c = cases[i];
+            const index_t keys = c.offset + c.rows;
+            problems.push_back({cpu::packed_heads<const float>(q[i].data(), c.rows, c.heads, c.dim),
+                                cpu::packed_heads<const float>(k[i].data(), keys, c.kv_heads, c.dim),
+                                cpu::packed_heads<const float>(v[i].data(), keys, c.kv_heads, c.dim),
+                                cpu::packed_heads(out[i].data(), c.rows, c.heads, c.dim), c.offset});
+        }
+        std::vector<std::atomic<int>> rows_seen(cases.size());
+        std::atomic<int> wrong_counts{0};
+        cpu::AttentionWorkspace ws;
+        const auto observe = [&](std::size_t problem, int, index_t position, const float*, index_t count) {
+            if (count != position + 1) wrong_counts.fetch_add(1);
+            rows_seen[problem].fetch_add(1);
+        };
+        cpu::causal_attention_batch<float>(problems, 0.35f, ws, compute, observe);
+        CHECK(wrong_counts.load() == 0);
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            cpu::AttentionWorkspace single;
+            const auto alone = run(cases[i], q[i], k[i], v[i], 0.35f, single, compute);
+            for (std::size_t j = 0; j < alone.size(); ++j) CHECK(out[i][j] == alone[j]);
+            CHECK(rows_seen[i].load() == cases[i].rows * cases[i].heads);
+        }
+        const auto decode_fp32 = run(cases[1], q[1], k[1], v[1], 0.35f, ws);
+        for (std::size_t j = 0; j < decode_fp32.size(); ++j) CHECK(out[1][j] == decode_fp32[j]);
     }
 }

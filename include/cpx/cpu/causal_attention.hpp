@@ -30,7 +30,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/attention_decode_avx512.hpp"
-#include "cpx/cpu/compute.hpp"
+#include "cpx/cpu/compute_support.hpp"
 #include "cpx/cpu/gemm_bf16.hpp"
 #include "cpx/cpu/gemm_f32_packed.hpp"
 #include "cpx/cpu/packed_panels.hpp"
@@ -218,18 +218,18 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     const index_t block = attention_block_rows(groups);
     work *= static_cast<double>(first.q.heads) * (dq + dv);
     ws.ensure(AttentionWorkspace::floats_per_thread(groups, dq, dv, max_keys, convert), max_threads());
-    if (compute == Compute::bf16 && best_bf16_level() == Bf16Level::none) compute = Compute::fp32;
-    if (compute == Compute::fp32_packed && !gemm_f32_packed_available()) compute = Compute::fp32;
-    // Packed products only for problems of many query rows (prefill), where packing pays.
-    bool packed = false;
-    for (const auto& p : problems) packed |= p.q.rows > attention_packed_max_plain_rows;
-    if (compute == Compute::fp32 || !packed) compute = Compute::fp32;
+    // Packed products only for problems of many query rows (prefill), where packing pays:
+    // a decode problem of the same batch reads its cache in place, unpacked.
+    const auto packs = [](const AttentionProblem<KV>& p) { return p.q.rows > attention_packed_max_plain_rows; };
+    compute = runnable_compute(compute);
+    if (std::none_of(problems.begin(), problems.end(), packs)) compute = Compute::fp32;
     if (compute != Compute::fp32) {
         const std::size_t heads = problems.size() * static_cast<std::size_t>(kv_heads);
         ws.ensure_packed(heads, max_threads());
 #pragma omp parallel for schedule(dynamic, 1) if (heads > 1)
         for (std::size_t i = 0; i < heads; ++i) {
             const AttentionProblem<KV>& p = problems[i / static_cast<std::size_t>(kv_heads)];
+            if (!packs(p)) continue;
             const int kh = static_cast<int>(i % static_cast<std::size_t>(kv_heads));
             const index_t n = p.offset + p.q.rows;
             const RowBlock<const KV> keys{p.k.head(0, kh), n, dq, p.k.row_stride};
@@ -305,7 +305,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
             }
         }
 #endif
-        if (compute != Compute::fp32 && rows > attention_packed_max_plain_rows) {
+        if (compute != Compute::fp32 && packs(p)) {
             // This block sees the first n keys of its head's packed keys and values.
             AttentionWorkspace::PackedKV& pk = ws.packed(pi * static_cast<std::size_t>(kv_heads) + kh);
             const RowBlock<const float> queries{qg, m, dq, dq};

@@ -102,14 +102,10 @@ public:
         groups_ = (k_ + group - 1) / group;
         panels_ = (n_ + packed_panel_cols - 1) / packed_panel_cols;
         data_.assign(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group), T{});
-        // offset(n, k) = column_base(n) + input_base(k), each computed once per row.
-        const auto column_base = [&](index_t n) {
-            return (n / packed_panel_cols * groups_ * packed_panel_cols + n % packed_panel_cols) * group;
-        };
-        const auto input_base = [](index_t k) { return k / group * packed_panel_cols * group + k % group; };
         T* out = data_.data();
         for (index_t r = 0; r < w.rows; ++r) {
             const W* row = w.row(r);
+            // offset(n, k) = column_base(n) + input_base(k): the row's part computed once.
             if (nk) {
                 T* base = out + column_base(r);
                 for (index_t c = 0; c < w.cols; ++c) base[input_base(c)] = convert(row[c]);
@@ -132,18 +128,19 @@ public:
     std::size_t bytes() const { return data_.size() * sizeof(T); }
 
     /// First value of `panel` at input group `g`: panel_cols x group values follow.
-    const T* panel(index_t panel, index_t g = 0) const {
-        return data_.data() + (panel * groups_ + g) * packed_panel_cols * group;
-    }
+    const T* panel(index_t panel, index_t g = 0) const { return view().panel(panel, g); }
     /// Index of B[k, n] in the packed array.
-    index_t offset(index_t n, index_t k) const {
-        return ((n / packed_panel_cols * groups_ + k / group) * packed_panel_cols + n % packed_panel_cols) * group +
-               k % group;
-    }
+    index_t offset(index_t n, index_t k) const { return column_base(n) + input_base(k); }
     /// B[k, n] as stored, as float, for tests and fallbacks.
     float at(index_t n, index_t k) const { return to_float(data_[static_cast<std::size_t>(offset(n, k))]); }
 
 private:
+    /// The parts of offset(n, k) that depend on n alone and on k alone.
+    index_t column_base(index_t n) const {
+        return (n / packed_panel_cols * groups_ * packed_panel_cols + n % packed_panel_cols) * group;
+    }
+    static index_t input_base(index_t k) { return k / group * packed_panel_cols * group + k % group; }
+
     template <class W>
     static T convert(W v) {
         if constexpr (std::is_same_v<T, W>) return v;
@@ -178,24 +175,9 @@ public:
 
     const PackedBf16* bf16() const { return std::get_if<PackedBf16>(&panels_); }
     const PackedF32* f32() const { return std::get_if<PackedF32>(&panels_); }
-    index_t outputs() const {
-        return std::visit([](const auto& p) -> index_t {
-            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
-            else return p.outputs();
-        }, panels_);
-    }
-    index_t inputs() const {
-        return std::visit([](const auto& p) -> index_t {
-            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
-            else return p.inputs();
-        }, panels_);
-    }
-    std::size_t bytes() const {
-        return std::visit([](const auto& p) -> std::size_t {
-            if constexpr (std::is_same_v<std::decay_t<decltype(p)>, std::monostate>) return 0;
-            else return p.bytes();
-        }, panels_);
-    }
+    index_t outputs() const { return bf16() ? bf16()->outputs() : f32() ? f32()->outputs() : 0; }
+    index_t inputs() const { return bf16() ? bf16()->inputs() : f32() ? f32()->inputs() : 0; }
+    std::size_t bytes() const { return bf16() ? bf16()->bytes() : f32() ? f32()->bytes() : 0; }
 
 private:
     std::variant<std::monostate, PackedBf16, PackedF32> panels_;

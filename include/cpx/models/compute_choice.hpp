@@ -12,9 +12,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "cpx/cpu/compute.hpp"
-#include "cpx/cpu/gemm_bf16.hpp"
-#include "cpx/cpu/gemm_f32_packed.hpp"
+#include "cpx/cpu/compute_support.hpp"
 
 namespace cpx {
 
@@ -40,15 +38,7 @@ public:
     /// What the user chose.
     cpu::Compute compute() const { return compute_; }
     /// What runs on this machine: the choice, or fp32 where its kernels are missing.
-    cpu::Compute runs() const {
-        switch (compute_) {
-            case cpu::Compute::bf16:
-                return cpu::best_bf16_level() != cpu::Bf16Level::none ? compute_ : cpu::Compute::fp32;
-            case cpu::Compute::fp32_packed:
-                return cpu::gemm_f32_packed_available() ? compute_ : cpu::Compute::fp32;
-            default: return cpu::Compute::fp32;
-        }
-    }
+    cpu::Compute runs() const { return cpu::runnable_compute(compute_); }
     cpu::Bf16Level level() const {
         return runs() == cpu::Compute::bf16 ? cpu::best_bf16_level() : cpu::Bf16Level::none;
     }
