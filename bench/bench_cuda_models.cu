@@ -19,10 +19,10 @@
 //     here as one batch: the prefill, then greedy decoding closed on the
 //     device (argmax into the model's inputs) by graph replays; tokens/s =
 //     generated tokens / (prefill + decode time).
-// Weights are N(0, 0.02) values tiled from one block of normals (norm weights
-// 1, mu_init and mu parameters 0.5): timing does not depend on the values. The
-// routing table is modulo (expert = id mod E), balanced for the uniformly drawn
-// prompts. Without a CUDA device the binary says so and exits 77.
+// Weights are N(0, 0.02) values tiled from one block of normals (vectors at
+// their initial values: norm weights and mu 1, mu_init 0): timing does not
+// depend on the values. The routing table is modulo (expert = id mod E),
+// balanced for the uniformly drawn prompts. Without a CUDA device the binary says so and exits 77.
 #include "bench_counters.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -32,7 +32,7 @@
 #include <cpx/cuda/device_query.cuh>
 #include <cpx/cuda/graph.cuh>
 #include <cpx/cuda/greedy_decode.cuh>
-#include <cpx/router/modulo_routing.hpp>
+#include <cpx/models/complexity_weights.hpp>
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -120,20 +120,26 @@ std::vector<float> normals(std::size_t n, float stddev, std::uint64_t seed) {
     return v;
 }
 
-bool ends_with(std::string_view s, std::string_view tail) {
-    return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
-/// A WeightSource of synthetic parameters (see the header comment).
-struct SyntheticWeights {
-    std::vector<float> block = normals(std::size_t{1} << 20, 0.02f, 7);
-    void operator()(std::string_view name, std::span<float> out) const {
-        if (ends_with(name, "norm.weight")) return std::fill(out.begin(), out.end(), 1.0f);
-        if (name == "mu_init" || ends_with(name, "mu_guidance.mu")) return std::fill(out.begin(), out.end(), 0.5f);
-        const std::size_t offset = std::hash<std::string_view>{}(name) % block.size();
-        for (std::size_t i = 0; i < out.size(); ++i) out[i] = block[(offset + i) % block.size()];
+/// Host weights of synthetic values (see the header comment), through the model's
+/// tensor description: matrices tiled from one block of normals, vectors at their
+/// initial values; routing modulo (ComplexityWeights' default).
+template <ComplexityConfigType C>
+ComplexityWeights<C, bf16> synthetic_weights() {
+    static const std::vector<float> block = normals(std::size_t{1} << 20, 0.02f, 7);
+    ComplexityWeights<C, bf16> w;
+    std::vector<float> values;
+    for (const auto& s : w.slots()) {
+        values.resize(static_cast<std::size_t>(s.elements()));
+        if (s.init_std > 0.0) {
+            const std::size_t offset = std::hash<std::string>{}(s.name) % block.size();
+            for (std::size_t i = 0; i < values.size(); ++i) values[i] = block[(offset + i) % block.size()];
+        } else {
+            std::fill(values.begin(), values.end(), s.init_value);
+        }
+        s.assign(values);
     }
-};
+    return w;
+}
 
 std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
     std::mt19937_64 gen(seed);
@@ -198,16 +204,11 @@ void register_machine() {
 /// The largest calls any case makes: the generation test's batch, prefill rows.
 constexpr int max_batch = 100, max_rows = 8 * 2048;
 
-/// A model and its routing table (one alive at a time: the KV cache of 100 sequences is several GB).
+/// A model (one alive at a time: the KV cache of 100 sequences is several GB).
 template <ComplexityConfigType C>
 struct Loaded {
-    std::vector<std::int32_t> table = router::modulo_routing(static_cast<std::size_t>(C::vocab), C::experts);
     gpu::ComplexityModel<C, bf16> model;
-    Loaded()
-        : model(SyntheticWeights{},
-                C::mlp == MlpKind::token_routed ? std::optional<TokenRouting>(TokenRouting(table, C::experts))
-                                                : std::nullopt,
-                max_batch, std::min(max_rows, max_batch * C::max_positions)) {}
+    Loaded() : model(synthetic_weights<C>(), max_batch, std::min(max_rows, max_batch * C::max_positions)) {}
 };
 
 template <ComplexityConfigType C>

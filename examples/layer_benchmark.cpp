@@ -14,6 +14,7 @@
 #include <cpx/config/presets.hpp>
 #include <cpx/cpu/mu_gqa_attention.hpp>
 #include <cpx/cpu/token_routed_mlp.hpp>
+#include <cpx/cpu/complexity_views.hpp>
 #include <cpx/models/layer_params_io.hpp>
 
 #include <cstdint>
@@ -52,7 +53,7 @@ void token_routed_mlp(benchmark::State& state) {
     cpx::cpu::TokenRoutedMlp<C, float> mlp;
     mlp.reserve(tokens_n);
     for (auto _ : state) {
-        mlp.forward(params.view(), cpx::cpu::rows_of<const float>(x.data(), tokens_n, C::hidden), tokens, routing,
+        mlp.forward(cpx::cpu_view(params), cpx::cpu::rows_of<const float>(x.data(), tokens_n, C::hidden), tokens, routing,
                     cpx::cpu::rows_of(residual.data(), tokens_n, C::hidden));
         benchmark::ClobberMemory();
     }
@@ -70,7 +71,7 @@ void mu_gqa_attention(benchmark::State& state) {
     cpx::cpu::MuGqaAttention<C, float> attention;
     attention.reserve(n, 1, n);
     for (auto _ : state) {
-        attention.forward(params.view(),
+        attention.forward(cpx::cpu_view(params),
                           cpx::cpu::rows_of<const float>(input.data(), n, cpx::MuGqaAttentionParams<C>::input_width),
                           std::span(&sequence, 1), cpx::cpu::rows_of(residual.data(), n, C::hidden));
         benchmark::ClobberMemory();

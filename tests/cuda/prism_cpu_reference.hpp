@@ -10,9 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace cpx::testing {
@@ -42,15 +40,17 @@ extern template std::vector<float> prism_cpu_logits<PrismTiny>(const NamedTensor
 extern template std::vector<float> prism_cpu_logits<PrismWide>(const NamedTensors&, const std::vector<std::int32_t>&,
                                                               int);
 
-/// A weight source over named tensors (the GPU models' WeightSource).
-inline auto source_of(const NamedTensors& tensors) {
-    return [&tensors](std::string_view name, std::span<float> out) {
-        const auto it = tensors.find(name);
-        require<ShapeError>(it != tensors.end(), "test weights: no tensor named ", name);
-        require<ShapeError>(it->second.size() == out.size(), "test weights: ", name, " has ", it->second.size(),
-                            " values, ", out.size(), " expected");
-        std::copy(it->second.begin(), it->second.end(), out.begin());
-    };
+/// Host weights (ComplexityWeights or PrismWeights: the models' one tensor
+/// description, which the GPU models upload) filled slot by slot from named tensors.
+template <class Weights>
+Weights weights_from(const NamedTensors& tensors) {
+    Weights w;
+    for (const auto& s : w.slots()) {
+        const auto it = tensors.find(s.name);
+        require<ShapeError>(it != tensors.end(), "test weights: no tensor named ", s.name);
+        s.assign(it->second);
+    }
+    return w;
 }
 
 }  // namespace cpx::testing

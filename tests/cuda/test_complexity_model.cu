@@ -10,13 +10,16 @@
 #include <cpx/cuda/prism_model.cuh>
 #include <cpx/cuda/graph.cuh>
 #include <cpx/cuda/greedy_decode.cuh>
+#include <cpx/models/complexity_weights.hpp>
 #include <cpx/models/generation.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
 #include "complexity_cpu_reference.hpp"
 #include "cuda_test_support.cuh"
+#include "error_message.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -49,10 +52,13 @@ testing::ComplexityCase rounded_case(testing::ComplexityCase c) {
     return c;
 }
 
+// The host weights of a test case, through the model's one tensor description
+// (the slots' names), as the GPU model takes them.
 template <class C>
-std::optional<TokenRouting> routing_of(const std::vector<std::int32_t>& table) {
-    if constexpr (C::mlp == MlpKind::token_routed) return TokenRouting(table, C::experts);
-    else return std::nullopt;
+ComplexityWeights<C> host_weights(const testing::ComplexityCase& c) {
+    auto w = testing::weights_from<ComplexityWeights<C>>(c.tensors);
+    if constexpr (C::mlp == MlpKind::token_routed) w.set_routing(c.table);
+    return w;
 }
 
 // GPU logits of `batch` whole sequences from position 0, every row.
@@ -60,7 +66,7 @@ template <class C, class T>
 std::vector<float> gpu_logits(const testing::ComplexityCase& w, const std::vector<std::int32_t>& tokens, int batch,
                               gpu::KernelChoice kernels = {}) {
     gpu::Blas blas;
-    gpu::ComplexityModel<C, T> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch,
+    gpu::ComplexityModel<C, T> model(host_weights<C>(w), batch,
                                      static_cast<int>(tokens.size()));
     model.use_kernels(kernels);
     model.cache().poison();
@@ -106,7 +112,7 @@ TEST_CASE("chunked prefill then decode over the KV cache reproduce each position
     const auto want = testing::complexity_cpu_logits<C>(5, false, tokens, batch);
 
     gpu::Blas blas;
-    gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * 10);
+    gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * 10);
     model.cache().poison();
     gpu::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * 10 * V);
     int pos = 0;
@@ -157,7 +163,7 @@ TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, rep
 
     gpu::Blas blas;
     gpu::Stream stream;
-    gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * prompt);
+    gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * prompt);
     gpu::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * V);
     auto tokens_at = [&](int pos, int len) {
         std::vector<std::int32_t> t;
@@ -204,11 +210,11 @@ TEST_CASE("tensor-core kernels in the whole model (head dim 64, token-routed, bf
 
 TEST_CASE("a model refuses tensor-core kernels its storage type or head dim cannot take") {
     const auto w = testing::complexity_case<testing::ComplexityTiny>(19, false);
-    gpu::ComplexityModel<testing::ComplexityTiny, float> fp32(testing::source_of(w.tensors),
-                                                              routing_of<testing::ComplexityTiny>(w.table), 1, 8);
+    gpu::ComplexityModel<testing::ComplexityTiny, float> fp32(host_weights<testing::ComplexityTiny>(w), 1,
+                                                              8);
     CHECK_THROWS_AS(fp32.use_kernels(gpu::KernelChoice::tensor_cores()), ShapeError);
-    gpu::ComplexityModel<testing::ComplexityTiny, bf16> head_dim_16(testing::source_of(w.tensors),
-                                                                    routing_of<testing::ComplexityTiny>(w.table), 1, 8);
+    gpu::ComplexityModel<testing::ComplexityTiny, bf16> head_dim_16(host_weights<testing::ComplexityTiny>(w),
+                                                                    1, 8);
     CHECK_THROWS_AS(head_dim_16.use_kernels(gpu::KernelChoice::tensor_cores()), ShapeError);
     gpu::KernelChoice experts_only;
     experts_only.experts = gpu::GroupedGemmKernel::tensor_cores;
@@ -227,7 +233,7 @@ TEST_CASE("greedy generation closed on the device (argmax into the model's input
     // Host loop: download the last logits, pick with cpx::greedy_token, feed back with forward().
     std::vector<std::int32_t> want(static_cast<std::size_t>(batch) * C::max_positions, -7);
     {
-        gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * prompt);
+        gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * prompt);
         std::vector<std::int32_t> feed = prompts, starts(batch, 0);
         for (int s = 0; s <= steps; ++s) {
             model.forward(blas, feed, batch, starts, logits.data(), gpu::LogitRows::last, stream);
@@ -244,7 +250,7 @@ TEST_CASE("greedy generation closed on the device (argmax into the model's input
     }
 
     // Device loop: the prefill's feedback eagerly, then one captured decode step replayed.
-    gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), batch, batch * prompt);
+    gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * prompt);
     gpu::DeviceBuffer<std::int32_t> history(static_cast<std::size_t>(batch) * C::max_positions);
     history.upload(std::vector<std::int32_t>(history.size(), -7));
     auto feedback = [&](int consumed) {
@@ -269,16 +275,17 @@ TEST_CASE("greedy generation closed on the device (argmax into the model's input
     CHECK_THROWS_AS(model.check(stream), InputError);
 }
 
-TEST_CASE("the model rejects a routing table of the wrong shape, bad token ids and positions past the context") {
+TEST_CASE("the model rejects per-layer routing tables, bad token ids and positions past the context") {
     using C = testing::ComplexityTiny;
     const auto w = testing::complexity_case<C>(14, false);
-    const std::vector<std::int32_t> short_table(C::vocab - 1, 0);
-    CHECK_THROWS_AS(
-        (gpu::ComplexityModel<C, float>(testing::source_of(w.tensors), TokenRouting(short_table, C::experts), 1, 8)),
-        ShapeError);
-    CHECK_THROWS_AS((gpu::ComplexityModel<C, float>(testing::source_of(w.tensors), std::nullopt, 1, 8)), ShapeError);
+    auto per_layer = host_weights<C>(w);
+    std::vector<std::int32_t> other(per_layer.layers[1].routes);
+    std::rotate(other.begin(), other.begin() + 1, other.end());
+    per_layer.set_layer_routes(1, other);
+    CHECK(testing::message_of([&] { (void)gpu::ComplexityModel<C, float>(per_layer, 1, 8); })
+              .find("different routing tables") != std::string::npos);
     gpu::Blas blas;
-    gpu::ComplexityModel<C, float> model(testing::source_of(w.tensors), routing_of<C>(w.table), 1, 8);
+    gpu::ComplexityModel<C, float> model(host_weights<C>(w), 1, 8);
     gpu::DeviceBuffer<float> logits(8 * C::vocab);
     CHECK_THROWS_AS(model.forward(blas, std::vector<std::int32_t>{3, -1}, 1, std::vector<std::int32_t>{0}, logits.data(),
                                   gpu::LogitRows::all, nullptr),

@@ -35,7 +35,7 @@ testing::NamedTensors rounded_tensors(const testing::NamedTensors& w) {
 template <class C, class T>
 std::vector<float> gpu_logits(const testing::NamedTensors& w, const std::vector<std::int32_t>& tokens, int batch) {
     cuda::Blas blas;
-    cuda::PrismModel<C, T> model(testing::source_of(w), batch, static_cast<int>(tokens.size()));
+    cuda::PrismModel<C, T> model(testing::weights_from<PrismWeights<C>>(w), batch, static_cast<int>(tokens.size()));
     auto logits = testing::poisoned_device<float>(tokens.size() * C::vocab);
     const std::vector<std::int32_t> starts(batch, 0);
     model.forward(blas, tokens, batch, starts, logits.data(), cuda::LogitRows::all, nullptr);
@@ -68,7 +68,7 @@ TEST_CASE("chunked prefill then decode over the KV cache reproduce each position
     const auto want = testing::prism_cpu_logits<C>(w, tokens, batch);
 
     cuda::Blas blas;
-    cuda::PrismModel<C, float> model(testing::source_of(w), batch, batch * 12);
+    cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), batch, batch * 12);
     model.cache().poison();  // positions the model should not have written read as NaN
     auto logits = cuda::DeviceBuffer<float>(static_cast<std::size_t>(batch) * 12 * V);
     int pos = 0;
@@ -99,7 +99,7 @@ TEST_CASE("the last-row logits of a prefill are the last rows of the all-rows lo
     const auto tokens = random_tokens(batch * T, C::vocab, 6);
     const auto want = testing::prism_cpu_logits<C>(w, tokens, batch);
     cuda::Blas blas;
-    cuda::PrismModel<C, float> model(testing::source_of(w), batch, batch * T);
+    cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), batch, batch * T);
     auto logits = testing::poisoned_device<float>(batch * C::vocab);
     model.forward(blas, tokens, batch, std::vector<std::int32_t>(batch, 0), logits.data(), cuda::LogitRows::last, nullptr);
     model.check(nullptr);
@@ -128,7 +128,7 @@ TEST_CASE("a decode step captured in a CUDA graph replays correctly at every pos
 
     cuda::Blas blas;
     cuda::Stream stream;
-    cuda::PrismModel<C, float> model(testing::source_of(w), batch, batch * prompt);
+    cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), batch, batch * prompt);
     cuda::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * prompt * V);
     auto tokens_at = [&](int pos, int len) {
         std::vector<std::int32_t> t;
@@ -163,7 +163,7 @@ TEST_CASE("invalid token ids and positions past the context are rejected on the 
     using C = testing::PrismTiny;
     const auto w = testing::prism_weights<C>(11);
     cuda::Blas blas;
-    cuda::PrismModel<C, float> model(testing::source_of(w), 1, 8);
+    cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), 1, 8);
     cuda::DeviceBuffer<float> logits(8 * C::vocab);
     const std::vector<std::int32_t> bad = {1, C::vocab, 2};
     CHECK_THROWS_AS(model.forward(blas, bad, 1, std::vector<std::int32_t>{0}, logits.data(), cuda::LogitRows::all, nullptr),

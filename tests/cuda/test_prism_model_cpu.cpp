@@ -9,15 +9,6 @@
 
 namespace cpx::testing {
 
-namespace {
-template <class C>
-PrismWeights<C> weights_from(const NamedTensors& tensors) {
-    PrismWeights<C> w;
-    for (const auto& slot : w.slots()) slot.assign(tensors.at(slot.name));  // checks the element count
-    return w;
-}
-}  // namespace
-
 template <class C>
 NamedTensors prism_weights(std::uint64_t seed) {
     auto w = PrismWeights<C>::random(seed);
@@ -54,7 +45,7 @@ NamedTensors prism_weights(std::uint64_t seed) {
 
 template <class C>
 std::vector<float> prism_cpu_logits(const NamedTensors& weights, const std::vector<std::int32_t>& tokens, int batch) {
-    PrismModel<C> model(weights_from<C>(weights));
+    PrismModel<C> model(weights_from<PrismWeights<C>>(weights));
     // `batch` sequences of equal length, concatenated.
     const std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
     const std::size_t length = ids.size() / static_cast<std::size_t>(batch);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/orthogonal_fill.hpp>
 
 #include "complexity_reference.hpp"
 #include "test_support.hpp"

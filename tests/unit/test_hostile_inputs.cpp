@@ -10,6 +10,7 @@
 #include <cpx/io/frequency_table.hpp>
 #include <cpx/io/safetensors_writer.hpp>
 #include <cpx/models/complexity_checkpoint.hpp>
+#include <cpx/models/orthogonal_fill.hpp>
 #include <cpx/models/prism_checkpoint.hpp>
 
 #include <filesystem>

@@ -5,6 +5,7 @@
 
 #include <cpx/config/presets.hpp>
 #include <cpx/models/complexity_checkpoint.hpp>
+#include <cpx/cpu/complexity_views.hpp>
 #include <cpx/models/complexity_weights.hpp>
 #include <cpx/models/layer_params_io.hpp>
 
@@ -79,7 +80,7 @@ TEST_CASE("a token-routed MLP alone, from its own parameters, matches the refere
     const auto before = random_normal(N * C::hidden, 9);
     auto residual = before;  // the layer adds MLP(x) into its residual argument
     cpu::TokenRoutedMlp<C, float> mlp;
-    mlp.forward(params.view(), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
+    mlp.forward(cpu_view(params), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
                 cpu::rows_of(residual.data(), N, C::hidden));
     std::vector<double> want;
     for (int r = 0; r < N; ++r) {

@@ -122,7 +122,7 @@ TEST_CASE("weights and layer parameters copy deeply") {
 
     auto params = std::make_unique<TokenRoutedMlpParams<C>>(random_layer<TokenRoutedMlpParams<C>>(7, 1));
     const TokenRoutedMlpParams<C> params_copy = *params;
-    const auto view = params_copy.view();
+    const auto view = cpu_view(params_copy);
     CHECK(view.experts.gate_up == params_copy.gate_up.data());
     CHECK(view.experts.gate_up != params->gate_up.data());
     params.reset();
@@ -145,11 +145,11 @@ TEST_CASE("a layer object copied after use keeps its own workspaces") {
     const auto tokens = cpx::testing::random_tokens(N, C::vocab, 11);
     std::vector<float> want(N * C::hidden, 0.0f), got(N * C::hidden, 0.0f);
     auto source = std::make_unique<cpu::TokenRoutedMlp<C, float>>();
-    source->forward(params.view(), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
+    source->forward(cpu_view(params), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
                     cpu::rows_of(want.data(), N, C::hidden));
     cpu::TokenRoutedMlp<C, float> copy = *source;
     source.reset();
-    copy.forward(params.view(), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
+    copy.forward(cpu_view(params), cpu::rows_of<const float>(x.data(), N, C::hidden), tokens, routing,
                  cpu::rows_of(got.data(), N, C::hidden));
     CHECK(got == want);
 }

@@ -21,6 +21,7 @@
 // PRISM attention inside this stack is not compiled for the GPU (a
 // static_assert says so); the GPT-2-style PRISM model is cuda::PrismModel.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -45,7 +46,8 @@
 #include "cpx/cuda/rope.cuh"
 #include "cpx/cuda/swiglu_mlp.cuh"
 #include "cpx/cuda/token_routed_mlp.cuh"
-#include "cpx/cuda/weight_source.cuh"
+#include "cpx/cuda/weight_upload.cuh"
+#include "cpx/models/complexity_weights.hpp"
 #include "cpx/router/token_routing.hpp"
 
 namespace cpx::cuda {
@@ -66,11 +68,15 @@ public:
     static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;
     static constexpr int in_width = C::use_mu ? 2 * d : d;  ///< the QKV product's input: [a, mu] or a
 
-    /// Uploads the parameters (checkpoint names, docs/MODELS.md §12.1) and sizes every
-    /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in total.
-    /// A token-routed model takes its routing (the checkpoint's token_to_expert).
-    template <WeightSource S>
-    ComplexityModel(S&& source, std::optional<TokenRouting> routing, int max_batch, int max_rows)
+    /// Uploads `weights` (the model's one tensor description, models/complexity_weights.hpp:
+    /// loaded from a checkpoint by load_complexity_checkpoint, drawn by random(seed) or
+    /// converted) and sizes every buffer for calls of up to `max_batch` sequences and
+    /// `max_rows` tokens in total. The compute layout of the weights is the device's
+    /// (the fused [W | W_mu] QKV rows included); matrices are converted from W to T on the
+    /// host (exact when they are equal). A token-routed model routes every layer by one
+    /// table: weights whose layers carry different tables are refused.
+    template <class W>
+    ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows)
         : max_batch_(max_batch),
           max_rows_(max_rows),
           rope_(C::rope, hd, context),
@@ -84,6 +90,7 @@ public:
           m_(static_cast<std::size_t>(max_rows) * d),
           h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
+        static_assert(ComplexityWeights<C, W>::input_width == in_width && ComplexityWeights<C, W>::qkv_width == qkv_width);
         require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::ComplexityModel: max_batch ", max_batch,
                             " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
         if constexpr (C::mlp == MlpKind::learned_router) {
@@ -91,19 +98,18 @@ public:
             router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
         }
         if constexpr (C::mlp == MlpKind::token_routed) {
-            require<ShapeError>(routing.has_value(), "cuda::ComplexityModel: a token-routed model needs its routing table");
-            require<ShapeError>(routing->experts() == C::experts && routing->vocab() == static_cast<std::size_t>(vocab),
-                                "cuda::ComplexityModel: the routing table maps ", routing->vocab(), " tokens to ",
-                                routing->experts(), " experts, the configuration has ", vocab, " and ", C::experts);
-            table_.emplace(*routing);
+            require<InputError>(weights.routes_shared_by_layers(),
+                                "cuda::ComplexityModel: the layers carry different routing tables; the GPU model "
+                                "routes every layer by one table (per-layer tables run on the CPU model)");
+            table_.emplace(TokenRouting(weights.primary_routes(0), C::experts));
             dispatch_.emplace(C::experts, max_rows);
             routed_ws_.emplace(max_rows, C::expert_width, C::shared_width);
         }
-        embed_ = upload_weights<T>(source, "embed_tokens.weight", index_t{vocab} * d);
-        norm_ = upload_weights<float>(source, "norm.weight", d);
-        if constexpr (C::use_mu) mu_init_ = upload_weights<float>(source, "mu_init", d);
+        embed_ = upload_weights<T>(weights.embed_tokens);
+        norm_ = upload_weights<float>(weights.norm);
+        if constexpr (C::use_mu) mu_init_ = upload_weights<float>(weights.mu_init);
         layers_.reserve(layers);
-        for (int i = 0; i < layers; ++i) layers_.push_back(load_layer_(source, "layers." + std::to_string(i) + "."));
+        for (int i = 0; i < layers; ++i) layers_.push_back(upload_layer_<W>(weights.layer(i)));
     }
 
     /// Copies one call's inputs to the device (see PrismModel::set_inputs), validated here.
@@ -230,71 +236,61 @@ private:
         SwiGluWeights<T> dense;
     };
 
-    /// Rows of [W ; W_mu] side by side: row j of the fused weight is [W[j, :], W_mu[j, :]].
-    template <class S>
-    static std::vector<T> fused_rows_(S& source, const std::string& p, const char* w, const char* w_mu, int rows) {
-        const auto a = read_weights(source, p + "self_attn." + w + ".weight", index_t{rows} * d);
-        std::vector<float> b;
-        if constexpr (C::use_mu) b = read_weights(source, p + "self_attn." + w_mu + ".weight", index_t{rows} * d);
-        std::vector<T> out;
-        out.reserve(static_cast<std::size_t>(rows) * in_width);
-        for (int j = 0; j < rows; ++j) {
-            for (int c = 0; c < d; ++c) out.push_back(from_float<T>(a[static_cast<std::size_t>(j) * d + c]));
-            if constexpr (C::use_mu)
-                for (int c = 0; c < d; ++c) out.push_back(from_float<T>(b[static_cast<std::size_t>(j) * d + c]));
-        }
-        return out;
-    }
-
-    template <class S>
-    static Layer load_layer_(S& source, const std::string& p) {
+    /// One layer's device buffers. Every buffer is the host compute layout as it is, except the
+    /// token-routed experts' gate_up [E, d, 2 I_e] (gate | up columns), split into gate and up
+    /// [E, d, I_e] for the grouped GEMMs (the learned router's experts read it strided).
+    template <class W>
+    static Layer upload_layer_(const typename ComplexityWeights<C, W>::Layer& w) {
         Layer l;
-        l.input_norm = upload_weights<float>(source, p + "input_layernorm.weight", d);
-        l.post_norm = upload_weights<float>(source, p + "post_attention_layernorm.weight", d);
-        l.q_norm = upload_weights<float>(source, p + "self_attn.q_norm.weight", hd);
-        l.k_norm = upload_weights<float>(source, p + "self_attn.k_norm.weight", hd);
-        std::vector<T> qkv = fused_rows_(source, p, "q_proj", "mu_to_q", q_width);
-        for (const auto& part : {fused_rows_(source, p, "k_proj", "mu_to_k", kv_width),
-                                 fused_rows_(source, p, "v_proj", "mu_to_v", kv_width)})
-            qkv.insert(qkv.end(), part.begin(), part.end());
-        l.qkv = DeviceBuffer<T>(qkv);
-        l.o = upload_weights<T>(source, p + "self_attn.o_proj.weight", index_t{d} * q_width);
+        l.input_norm = upload_weights<float>(w.input_layernorm);
+        l.post_norm = upload_weights<float>(w.post_attention_layernorm);
+        l.q_norm = upload_weights<float>(w.attention.q_norm);
+        l.k_norm = upload_weights<float>(w.attention.k_norm);
+        l.qkv = upload_weights<T>(w.attention.qkv);  // rows q, k, v; columns [W | W_mu]
+        l.o = upload_weights<T>(w.attention.o_proj);
         if constexpr (C::use_mu) {
-            l.mu_param = upload_weights<float>(source, p + "mu_guidance.mu", d);
-            l.mu_proj = upload_weights<T>(source, p + "mu_guidance.mu_proj.weight", index_t{d} * d);
+            l.mu_param = upload_weights<float>(w.mu_guidance.mu);
+            l.mu_proj = upload_weights<T>(w.mu_guidance.mu_proj);
         }
         if constexpr (C::routed) {
-            constexpr int E = C::experts, ie = C::expert_width, is = C::shared_width;
+            constexpr int ie = C::expert_width;
             if constexpr (C::mlp == MlpKind::token_routed) {
-                l.gate = upload_weights<T>(source, p + "mlp.gate_proj_w", index_t{E} * d * ie);
-                l.up = upload_weights<T>(source, p + "mlp.up_proj_w", index_t{E} * d * ie);
-                l.down = upload_weights<T>(source, p + "mlp.down_proj_w", index_t{E} * ie * d);
-                l.routed.gate = {l.gate.data(), E, d, ie};
-                l.routed.up = {l.up.data(), E, d, ie};
+                l.gate = upload_weights<T>(expert_half_<W>(w.mlp.gate_up, 0));
+                l.up = upload_weights<T>(expert_half_<W>(w.mlp.gate_up, ie));
+                l.routed.gate = {l.gate.data(), C::experts, d, ie};
+                l.routed.up = {l.up.data(), C::experts, d, ie};
             } else {
-                // The learned router's code stores the experts' gate and up fused: [E, d, 2 I_e].
-                l.gate = upload_weights<T>(source, p + "mlp.gate_up_proj", index_t{E} * d * 2 * ie);
-                l.down = upload_weights<T>(source, p + "mlp.down_proj", index_t{E} * ie * d);
-                l.router = upload_weights<T>(source, p + "mlp.router.weight", index_t{E} * d);
-                l.routed.gate = {l.gate.data(), E, d, ie, 2 * ie, index_t{d} * 2 * ie};
-                l.routed.up = {l.gate.data() + ie, E, d, ie, 2 * ie, index_t{d} * 2 * ie};
+                l.gate = upload_weights<T>(w.mlp.gate_up);
+                l.router = upload_weights<T>(w.mlp.router);
+                l.routed.gate = {l.gate.data(), C::experts, d, ie, 2 * ie, index_t{d} * 2 * ie};
+                l.routed.up = {l.gate.data() + ie, C::experts, d, ie, 2 * ie, index_t{d} * 2 * ie};
             }
-            l.routed.down = {l.down.data(), E, ie, d};
+            l.down = upload_weights<T>(w.mlp.down);
+            l.routed.down = {l.down.data(), C::experts, ie, d};
             if constexpr (C::has_shared_expert) {
-                l.shared_gate_up = upload_stacked<T>(source, {{p + "mlp.shared_gate.weight", index_t{is} * d},
-                                                              {p + "mlp.shared_up.weight", index_t{is} * d}});
-                l.shared_down = upload_weights<T>(source, p + "mlp.shared_down.weight", index_t{d} * is);
-                l.routed.shared = {l.shared_gate_up.data(), l.shared_down.data(), d, is};
+                l.shared_gate_up = upload_weights<T>(w.mlp.shared_gate_up);  // [gate; up] rows
+                l.shared_down = upload_weights<T>(w.mlp.shared_down);
+                l.routed.shared = {l.shared_gate_up.data(), l.shared_down.data(), d, C::shared_width};
             }
             l.learned = {l.router.data(), l.routed};
         } else {
-            constexpr int I = C::intermediate;
-            l.dense_gate_up = upload_stacked<T>(source, {{p + "mlp.gate_proj.weight", index_t{I} * d},
-                                                         {p + "mlp.up_proj.weight", index_t{I} * d}});
-            l.dense_down = upload_weights<T>(source, p + "mlp.down_proj.weight", index_t{d} * I);
-            l.dense = {l.dense_gate_up.data(), l.dense_down.data(), d, I};
+            l.dense_gate_up = upload_weights<T>(w.mlp.gate_up);  // [gate; up] rows
+            l.dense_down = upload_weights<T>(w.mlp.down);
+            l.dense = {l.dense_gate_up.data(), l.dense_down.data(), d, C::intermediate};
         }
         return l;
+    }
+
+    /// Columns [first, first + I_e) of every row of the experts' gate_up [E, d, 2 I_e]: [E, d, I_e].
+    template <class W, class A>
+    static std::vector<W> expert_half_(const std::vector<W, A>& gate_up, int first) {
+        constexpr int ie = C::expert_width;
+        const std::size_t rows = static_cast<std::size_t>(C::experts) * d;
+        std::vector<W> out(rows * ie);
+        for (std::size_t r = 0; r < rows; ++r)
+            std::copy_n(gate_up.begin() + static_cast<std::ptrdiff_t>(r * 2 * ie + first), ie,
+                        out.begin() + static_cast<std::ptrdiff_t>(r * ie));
+        return out;
     }
 
     void check_call_(std::size_t rows, int batch) const {

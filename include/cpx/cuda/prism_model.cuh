@@ -12,6 +12,10 @@
 // attention launch over all 2H heads with the noise heads scaled by -lambda;
 // x += (y U) / sqrt(2HR) (cuBLAS, beta = 1).
 //
+// Weights: the CPU model's PrismWeights (one description of the tensors for
+// both backends, free of Eigen), uploaded once; a checkpoint loads through
+// cuda/prism_checkpoint.cuh.
+//
 // Calls: `forward` validates token ids and positions on the host, copies them
 // to the model's device input buffers and enqueues the work. `enqueue` reads
 // only those device buffers and allocates nothing, so a decode step can be
@@ -37,7 +41,8 @@
 #include "cpx/cuda/layernorm.cuh"
 #include "cpx/cuda/logit_rows.cuh"
 #include "cpx/cuda/rope.cuh"
-#include "cpx/cuda/weight_source.cuh"
+#include "cpx/cuda/weight_upload.cuh"
+#include "cpx/models/prism_weights.hpp"
 
 namespace cpx::cuda {
 
@@ -49,11 +54,13 @@ public:
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int H = C::heads, D = C::head_dim, width = C::u_rows, mlp_width = C::mlp_width;
 
-    /// Uploads the parameters (checkpoint names, docs/MODELS.md §18) and sizes every
-    /// buffer for calls of up to `max_batch` sequences and `max_rows` tokens in
-    /// total; the KV cache holds `max_batch` sequences of the full context.
-    template <WeightSource S>
-    PrismModel(S&& source, int max_batch, int max_rows)
+    /// Uploads `weights` (the model's one tensor description, models/prism_weights.hpp:
+    /// loaded by load_prism_checkpoint, drawn by random(seed) or converted; matrices
+    /// converted from W to T on the host) and sizes every buffer for calls of up to
+    /// `max_batch` sequences and `max_rows` tokens in total; the KV cache holds
+    /// `max_batch` sequences of the full context.
+    template <class W>
+    PrismModel(const PrismWeights<C, W>& weights, int max_batch, int max_rows)
         : max_batch_(max_batch),
           max_rows_(max_rows),
           signal_(Attention::signal_rope, D, context),
@@ -69,25 +76,24 @@ public:
           hidden_(static_cast<std::size_t>(max_rows) * mlp_width) {
         require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::PrismModel: max_batch ", max_batch,
                             " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
-        wte_ = upload_weights<T>(source, "transformer.wte.weight", index_t{vocab} * d);
-        wpe_ = upload_weights<T>(source, "transformer.wpe.weight", index_t{context} * d);
-        ln_f_w_ = upload_weights<float>(source, "transformer.ln_f.weight", d);
-        if (C::bias) ln_f_b_ = upload_weights<float>(source, "transformer.ln_f.bias", d);
+        wte_ = upload_weights<T>(weights.wte);
+        wpe_ = upload_weights<T>(weights.wpe);
+        ln_f_w_ = upload_weights<float>(weights.ln_f_weight);
+        if (C::bias) ln_f_b_ = upload_weights<float>(weights.ln_f_bias);
         layers_.reserve(layers);
-        for (int i = 0; i < layers; ++i) {
-            const std::string p = "transformer.h." + std::to_string(i) + ".";
+        for (const auto& w : weights.layers) {
             Layer l;
-            l.ln_1_w = upload_weights<float>(source, p + "ln_1.weight", d);
-            l.u = upload_weights<T>(source, p + "attn.u_proj.weight", index_t{width} * d);
-            l.lambda = read_weights(source, p + "attn.lambda_q", 1)[0];
-            l.ln_2_w = upload_weights<float>(source, p + "ln_2.weight", d);
-            l.c_fc = upload_weights<T>(source, p + "mlp.c_fc.weight", index_t{mlp_width} * d);
-            l.c_proj = upload_weights<T>(source, p + "mlp.c_proj.weight", index_t{d} * mlp_width);
+            l.ln_1_w = upload_weights<float>(w.ln_1_weight);
+            l.u = upload_weights<T>(w.u);
+            l.lambda = w.lambda;
+            l.ln_2_w = upload_weights<float>(w.ln_2_weight);
+            l.c_fc = upload_weights<T>(w.c_fc_weight);
+            l.c_proj = upload_weights<T>(w.c_proj_weight);
             if (C::bias) {
-                l.ln_1_b = upload_weights<float>(source, p + "ln_1.bias", d);
-                l.ln_2_b = upload_weights<float>(source, p + "ln_2.bias", d);
-                l.c_fc_b = upload_weights<float>(source, p + "mlp.c_fc.bias", mlp_width);
-                l.c_proj_b = upload_weights<float>(source, p + "mlp.c_proj.bias", d);
+                l.ln_1_b = upload_weights<float>(w.ln_1_bias);
+                l.ln_2_b = upload_weights<float>(w.ln_2_bias);
+                l.c_fc_b = upload_weights<float>(w.c_fc_bias);
+                l.c_proj_b = upload_weights<float>(w.c_proj_bias);
             }
             layers_.push_back(std::move(l));
         }

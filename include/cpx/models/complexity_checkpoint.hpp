@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -99,7 +100,8 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     }
     const std::optional<std::string>& strategy = found.routing_strategy;
     const io::Checkpoint ckpt = io::Checkpoint::open(path);
-    if (!ckpt.contains("embed_tokens.weight") && ckpt.contains("model.embed_tokens.weight")) found.prefix = "model.";
+    const std::string embedding = ComplexityWeights<C, W>::embedding_name;
+    if (!ckpt.contains(embedding) && ckpt.contains("model." + embedding)) found.prefix = "model.";
     const std::string& pre = found.prefix;
 
     ComplexityWeights<C, W> weights;
@@ -130,11 +132,11 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
     for (const std::string& name : v.unexpected_names()) {
         if (detail::ends_with(name, "self_attn.rotary_emb.inv_freq")) {
             found.ignored.push_back(name);
-        } else if (!C::use_mu && (detail::ends_with(name, "self_attn.mu_to_q.weight") ||
-                                  detail::ends_with(name, "self_attn.mu_to_k.weight") ||
-                                  detail::ends_with(name, "self_attn.mu_to_v.weight"))) {
+        } else if (!C::use_mu && std::any_of(std::begin(MuGqaAttentionParams<C, W>::mu_projections),
+                                             std::end(MuGqaAttentionParams<C, W>::mu_projections),
+                                             [&](const char* mu) { return detail::ends_with(name, mu); })) {
             found.ignored.push_back(name);
-        } else if (name == pre + "lm_head.weight" || name == "lm_head.weight") {
+        } else if (name == pre + tied_head_name || name == tied_head_name) {
             has_lm_head = true;
             detail::expect_float(v, name, {C::vocab, d});
             found.ignored.push_back(name);
@@ -171,13 +173,13 @@ ComplexityWeights<C, W> load_complexity_checkpoint(const std::filesystem::path& 
         }
     }
     if (has_lm_head) {
-        const std::string head = ckpt.contains(pre + "lm_head.weight") ? pre + "lm_head.weight" : "lm_head.weight";
-        const std::vector<float> embedding = read(pre + "embed_tokens.weight");
+        const std::string head = ckpt.contains(pre + tied_head_name) ? pre + tied_head_name : tied_head_name;
+        const std::vector<float> embedded = read(pre + embedding);
         const auto& lm = read(head);
         for (std::size_t i = 0; i < lm.size(); ++i)
-            if (lm[i] != embedding[i])
-                raise<FormatError>(ckpt.context(), "tensor '", head, "' differs from embed_tokens.weight at element ",
-                                   i, " (", lm[i], " vs ", embedding[i],
+            if (lm[i] != embedded[i])
+                raise<FormatError>(ckpt.context(), "tensor '", head, "' differs from ", embedding, " at element ",
+                                   i, " (", lm[i], " vs ", embedded[i],
                                    "): this model ties its output head to the embedding");
     }
     if (report) *report = std::move(found);
@@ -209,7 +211,7 @@ void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const st
     if constexpr (C::mlp == MlpKind::token_routed) {
         for (int l = 0; l < C::layers; ++l) {
             const auto& routes = weights.layers[static_cast<std::size_t>(l)].routes;
-            const detail::RoutingNames n{layer_prefix(l)};
+            const RoutingNames n{layer_prefix(l)};
             const std::vector<std::int64_t> all(routes.begin(), routes.end());
             writer.add(n.primary(), {C::vocab}, std::span<const std::int64_t>(all).first(C::vocab));
             if constexpr (C::top_k > 1) writer.add(n.top_k(), {C::top_k, C::vocab}, std::span<const std::int64_t>(all));

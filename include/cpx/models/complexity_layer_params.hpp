@@ -8,18 +8,19 @@
 //   DenseMlpParams         layers.{i}.mlp.{gate,up,down}_proj.weight
 //   MuGuidanceParams       layers.{i}.mu_guidance.mu, mu_proj.weight
 //
-// Each owns its tensors in the compute layout the CPU layer reads, hands the
-// layer its non-owning view (`view()`, the cpu::*Weights types), and lists its
-// checkpoint tensors as slots (models/tensor_slot.hpp): name, shape, where the
-// elements live and the initialisation of docs/MODELS.md §11. The whole model
-// (ComplexityWeights) is these types plus the norms and the embedding, so a
-// layer's tensor names are written here once; used alone, a layer is
-// initialised or loaded through the same slots (models/layer_params_io.hpp).
+// Each owns its tensors in the compute layout (docs/MODELS.md §12.3) and lists
+// its checkpoint tensors as slots (models/tensor_slot.hpp): name, shape, where
+// the elements live and the initialisation of docs/MODELS.md §11. The whole
+// model (ComplexityWeights) is these types plus the norms and the embedding,
+// so a layer's tensor names are written here once, and the CPU layers (views:
+// cpu/complexity_views.hpp), the GPU upload, the checkpoint loader, validator
+// and writer all walk them. This header is free of Eigen and CUDA.
 //
 // All of them are plain values: copies own their own storage and hold no view
 // into another object.
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -28,13 +29,6 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/dtype.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
-#include "cpx/cpu/expert_dispatch.hpp"
-#include "cpx/cpu/learned_router_mlp.hpp"
-#include "cpx/cpu/mu_gqa_attention.hpp"
-#include "cpx/cpu/mu_guidance.hpp"
-#include "cpx/cpu/prism_attention.hpp"
-#include "cpx/cpu/swiglu_mlp.hpp"
-#include "cpx/cpu/token_routed_mlp.hpp"
 #include "cpx/layers/prism_lambda.hpp"
 #include "cpx/models/tensor_slot.hpp"
 
@@ -52,6 +46,33 @@ struct ComplexityInit {
 /// "layers.{i}." — the prefix of layer i's tensors.
 inline std::string layer_prefix(int layer) { return "layers." + std::to_string(layer) + "."; }
 
+/// The names of one layer's routed-expert tensors in each layout a checkpoint
+/// may use (models/expert_layouts.hpp); `p` is the layer's prefix
+/// ("[model.]layers.{i}.").
+struct ExpertNames {
+    std::string p;
+    std::string gate() const { return p + "mlp.gate_proj_w"; }      ///< [E, d, I_e] (the framework)
+    std::string up() const { return p + "mlp.up_proj_w"; }          ///< [E, d, I_e]
+    std::string down() const { return p + "mlp.down_proj_w"; }      ///< [E, I_e, d]
+    std::string gate_up() const { return p + "mlp.gate_up_proj"; }  ///< [E, d, 2 I_e] (fused)
+    std::string fused_down() const { return p + "mlp.down_proj"; }  ///< [E, I_e, d]
+    /// Expert e in nn.Linear layout: gate and up [I_e, d], down [d, I_e].
+    std::string expert_gate(int e) const { return expert_(e) + "gate_proj.weight"; }
+    std::string expert_up(int e) const { return expert_(e) + "up_proj.weight"; }
+    std::string expert_down(int e) const { return expert_(e) + "down_proj.weight"; }
+
+private:
+    std::string expert_(int e) const { return p + "mlp.experts." + std::to_string(e) + "."; }
+};
+
+/// The names of a token-routed layer's routing tables (integer buffers, not
+/// parameters); `p` is the layer's prefix.
+struct RoutingNames {
+    std::string p;
+    std::string primary() const { return p + "mlp.token_to_expert"; }     ///< [V], route 0
+    std::string top_k() const { return p + "mlp.topk_token_to_expert"; }  ///< [top_k, V], every route
+};
+
 namespace detail {
 inline std::size_t count(std::int64_t a, std::int64_t b = 1, std::int64_t c = 1) {
     return static_cast<std::size_t>(a * b * c);
@@ -66,8 +87,14 @@ template <ComplexityConfigType C, class W = float>
 struct MuGqaAttentionParams {
     using Config = C;
     using weight_type = W;
-    using View = cpu::MuGqaAttentionWeights<C, W>;
-    static constexpr int input_width = View::input_width, qkv_width = View::qkv_width;
+    static constexpr bool needs_orthogonal = false;
+    /// The QKV product's input [a, mu] (width 2d with mu guidance, else d) and output [q | k | v].
+    static constexpr int input_width = C::use_mu ? 2 * C::hidden : C::hidden;
+    static constexpr int qkv_width = C::q_width + 2 * C::kv_width;
+    /// The mu projections of attention (layer-relative names): built but unused by the
+    /// authors' models without mu guidance, whose checkpoints still carry them.
+    static constexpr const char* mu_projections[3] = {"self_attn.mu_to_q.weight", "self_attn.mu_to_k.weight",
+                                                      "self_attn.mu_to_v.weight"};
 
     cpu::AlignedVector<W> qkv;                 ///< [qkv_width, input_width]
     cpu::AlignedVector<W> o_proj;              ///< [hidden, q_width]
@@ -76,11 +103,6 @@ struct MuGqaAttentionParams {
     MuGqaAttentionParams()
         : qkv(detail::count(qkv_width, input_width)), o_proj(detail::count(C::hidden, C::q_width)),
           q_norm(C::head_dim, 0.0f), k_norm(C::head_dim, 0.0f) {}
-
-    View view() const {
-        return {cpu::rows_of<const W>(qkv.data(), qkv_width, input_width),
-                cpu::rows_of<const W>(o_proj.data(), C::hidden, C::q_width), q_norm.data(), k_norm.data()};
-    }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
@@ -94,9 +116,9 @@ struct MuGqaAttentionParams {
         out.matrix(p + "v_proj.weight", {kv, d}, base + row_v, kv, d, in, std0);
         out.matrix(p + "o_proj.weight", {d, q}, self.o_proj.data(), d, q, q, ComplexityInit<C>::residual_std());
         if constexpr (C::use_mu) {  // the right half of each stacked row
-            out.matrix(p + "mu_to_q.weight", {q, d}, base + d, q, d, in, std0);
-            out.matrix(p + "mu_to_k.weight", {kv, d}, base + row_k + d, kv, d, in, std0);
-            out.matrix(p + "mu_to_v.weight", {kv, d}, base + row_v + d, kv, d, in, std0);
+            out.matrix(layer + mu_projections[0], {q, d}, base + d, q, d, in, std0);
+            out.matrix(layer + mu_projections[1], {kv, d}, base + row_k + d, kv, d, in, std0);
+            out.matrix(layer + mu_projections[2], {kv, d}, base + row_v + d, kv, d, in, std0);
         }
         out.vector(p + "q_norm.weight", {C::head_dim}, self.q_norm.data(), C::head_dim, 1.0f);
         out.vector(p + "k_norm.weight", {C::head_dim}, self.k_norm.data(), C::head_dim, 1.0f);
@@ -111,15 +133,13 @@ struct PrismAttentionParams {
     static_assert(C::attention == AttentionKind::prism, "PrismAttentionParams needs attention = AttentionKind::prism");
     using Config = C;
     using weight_type = W;
-    using View = cpu::PrismAttentionWeights<W>;
+    static constexpr bool needs_orthogonal = true;
     static constexpr int u_rows = 2 * C::heads * C::prism_head_dim;
 
     cpu::AlignedVector<W> u;  ///< [u_rows, hidden]
     float lambda = static_cast<float>(prism_lambda_start);
 
     PrismAttentionParams() : u(detail::count(u_rows, C::hidden)) {}
-
-    View view() const { return {Matrix<const W>(u.data(), u_rows, C::hidden), lambda}; }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
@@ -147,14 +167,6 @@ struct RoutedExpertParams {
         : gate_up(detail::count(E, C::hidden, 2 * I)), down(detail::count(E, I, C::hidden)),
           shared_gate_up(detail::count(2 * S, C::hidden)), shared_down(detail::count(C::hidden, S)) {}
 
-    cpu::ExpertWeights<W> experts() const { return {gate_up.data(), down.data(), E, C::hidden, I}; }
-    cpu::SwiGluWeights<W> shared_expert() const {
-        if constexpr (!C::has_shared_expert) return {};
-        else
-            return {cpu::rows_of<const W>(shared_gate_up.data(), 2 * S, C::hidden),
-                    cpu::rows_of<const W>(shared_down.data(), C::hidden, S)};
-    }
-
     /// `fused`: the experts as the learned router's code names them
     /// (gate_up_proj [E, d, 2 I_e], down_proj [E, I_e, d]); otherwise the
     /// framework's gate_proj_w / up_proj_w [E, d, I_e] and down_proj_w [E, I_e, d].
@@ -164,13 +176,14 @@ struct RoutedExpertParams {
         const std::string p = layer + "mlp.";
         const double std0 = ComplexityInit<C>::std0, residual = ComplexityInit<C>::residual_std();
         Wq* gu = self.gate_up.data();
+        const ExpertNames n{layer};
         if (fused) {
-            out.batched(p + "gate_up_proj", {E, d, 2 * I}, gu, E, d, 2 * I, d * 2 * I, 2 * I, std0);
-            out.batched(p + "down_proj", {E, I, d}, self.down.data(), E, I, d, I * d, d, residual);
+            out.batched(n.gate_up(), {E, d, 2 * I}, gu, E, d, 2 * I, d * 2 * I, 2 * I, std0);
+            out.batched(n.fused_down(), {E, I, d}, self.down.data(), E, I, d, I * d, d, residual);
         } else {
-            out.batched(p + "gate_proj_w", {E, d, I}, gu, E, d, I, d * 2 * I, 2 * I, std0);
-            out.batched(p + "up_proj_w", {E, d, I}, gu + I, E, d, I, d * 2 * I, 2 * I, std0);
-            out.batched(p + "down_proj_w", {E, I, d}, self.down.data(), E, I, d, I * d, d, residual);
+            out.batched(n.gate(), {E, d, I}, gu, E, d, I, d * 2 * I, 2 * I, std0);
+            out.batched(n.up(), {E, d, I}, gu + I, E, d, I, d * 2 * I, 2 * I, std0);
+            out.batched(n.down(), {E, I, d}, self.down.data(), E, I, d, I * d, d, residual);
         }
         if constexpr (C::has_shared_expert) {
             constexpr std::int64_t s = S;
@@ -194,17 +207,10 @@ struct TokenRoutedMlpParams : RoutedExpertParams<C, W> {
     static_assert(C::mlp == MlpKind::token_routed, "TokenRoutedMlpParams needs mlp = MlpKind::token_routed");
     using Config = C;
     using weight_type = W;
-    using View = cpu::TokenRoutedMlpWeights<C, W>;
+    static constexpr bool needs_orthogonal = false;
 
     float shared_output_gate = static_cast<float>(C::dims.shared_gate_init);
     float routed_output_gate = static_cast<float>(C::dims.routed_gate_init);
-
-    View view() const {
-        if constexpr (C::learned_gates)
-            return {this->experts(), this->shared_expert(), shared_output_gate, routed_output_gate};
-        else
-            return {this->experts(), this->shared_expert()};
-    }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
@@ -225,15 +231,11 @@ struct LearnedRouterMlpParams : RoutedExpertParams<C, W> {
     static_assert(C::mlp == MlpKind::learned_router, "LearnedRouterMlpParams needs mlp = MlpKind::learned_router");
     using Config = C;
     using weight_type = W;
-    using View = cpu::LearnedRouterMlpWeights<C, W>;
+    static constexpr bool needs_orthogonal = false;
 
     cpu::AlignedVector<W> router;  ///< [experts, hidden]
 
     LearnedRouterMlpParams() : router(detail::count(C::experts, C::hidden)) {}
-
-    View view() const {
-        return {cpu::rows_of<const W>(router.data(), C::experts, C::hidden), this->experts(), this->shared_expert()};
-    }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
@@ -250,25 +252,21 @@ struct DenseMlpParams {
     static_assert(C::mlp == MlpKind::dense_swiglu, "DenseMlpParams needs mlp = MlpKind::dense_swiglu");
     using Config = C;
     using weight_type = W;
-    using View = cpu::SwiGluWeights<W>;
+    static constexpr bool needs_orthogonal = false;
     static constexpr int I = C::expert_width;
 
     cpu::AlignedVector<W> gate_up, down;
 
     DenseMlpParams() : gate_up(detail::count(2 * I, C::hidden)), down(detail::count(C::hidden, I)) {}
 
-    View view() const {
-        return {cpu::rows_of<const W>(gate_up.data(), 2 * I, C::hidden), cpu::rows_of<const W>(down.data(), C::hidden, I)};
-    }
-
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
         constexpr std::int64_t d = C::hidden, i = I;
-        const std::string p = layer + "mlp.";
+        const std::string& p = layer;
         const double std0 = ComplexityInit<C>::std0;
-        out.matrix(p + "gate_proj.weight", {i, d}, self.gate_up.data(), i, d, d, std0);
-        out.matrix(p + "up_proj.weight", {i, d}, self.gate_up.data() + i * d, i, d, d, std0);
-        out.matrix(p + "down_proj.weight", {d, i}, self.down.data(), d, i, i, ComplexityInit<C>::residual_std());
+        out.matrix(p + "mlp.gate_proj.weight", {i, d}, self.gate_up.data(), i, d, d, std0);
+        out.matrix(p + "mlp.up_proj.weight", {i, d}, self.gate_up.data() + i * d, i, d, d, std0);
+        out.matrix(p + "mlp.down_proj.weight", {d, i}, self.down.data(), d, i, i, ComplexityInit<C>::residual_std());
     }
 };
 
@@ -286,14 +284,12 @@ struct MuGuidanceParams {
     static_assert(C::use_mu, "MuGuidanceParams needs use_mu_guidance = true");
     using Config = C;
     using weight_type = W;
-    using View = cpu::MuGuidanceWeights<W>;
+    static constexpr bool needs_orthogonal = false;
 
     cpu::AlignedVector<float> mu;   ///< [hidden]
     cpu::AlignedVector<W> mu_proj;  ///< [hidden, hidden]
 
     MuGuidanceParams() : mu(C::hidden, 0.0f), mu_proj(detail::count(C::hidden, C::hidden)) {}
-
-    View view() const { return {mu.data(), cpu::rows_of<const W>(mu_proj.data(), C::hidden, C::hidden)}; }
 
     template <class Self, class Wq>
     static void add_slots(Self& self, SlotList<Wq>& out, const std::string& layer) {
@@ -304,13 +300,13 @@ struct MuGuidanceParams {
     }
 };
 
-/// A type with a layer's parameters: owning storage, a view for the layer and
-/// its checkpoint slots.
+/// A type with a layer's parameters: owning storage and its checkpoint slots
+/// (the CPU layer's view of it: cpu_view, cpu/complexity_views.hpp).
 template <class P>
-concept LayerParams = requires(P& p, const P& cp, SlotList<typename P::weight_type>& out) {
+concept LayerParams = requires(P& p, SlotList<typename P::weight_type>& out) {
     typename P::Config;
     typename P::weight_type;
-    cp.view();
+    { P::needs_orthogonal } -> std::convertible_to<bool>;
     P::add_slots(p, out, std::string());
 };
 

@@ -39,11 +39,13 @@
 #include "cpx/cpu/prism_attention.hpp"
 #include "cpx/cpu/row_norms.hpp"
 #include "cpx/cpu/workspace.hpp"
+#include "cpx/cpu/complexity_views.hpp"
 #include "cpx/models/complexity_packs.hpp"
 #include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/compute_choice.hpp"
 #include "cpx/models/complexity_weights.hpp"
 #include "cpx/models/kv_cache.hpp"
+#include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpx/config/complexity_config.hpp"
+#include "cpx/cpu/complexity_views.hpp"
 #include "cpx/cpu/packed_panels.hpp"
 #include "cpx/models/complexity_weights.hpp"
 

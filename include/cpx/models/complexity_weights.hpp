@@ -20,6 +20,9 @@
 // Each layer's tensors, names and initialisation are those of its owning
 // parameter type (models/complexity_layer_params.hpp); this adds the
 // embedding, the final norm, mu_init and each layer's two RMSNorm weights.
+// Free of Eigen and CUDA: the CPU model reads these buffers through views
+// (cpu/complexity_views.hpp, which makes the per-layer accessors below
+// usable), and the GPU model uploads them as they are (cuda/complexity_model.cuh).
 
 #include <cmath>
 #include <cstdint>
@@ -33,6 +36,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/models/complexity_layer_params.hpp"
+#include "cpx/models/initialize_slots.hpp"
 #include "cpx/models/tensor_slot.hpp"
 #include "cpx/router/modulo_routing.hpp"
 #include "cpx/router/token_routing.hpp"
@@ -54,12 +58,15 @@ struct ComplexityWeights {
     using weight_type = W;
 
     static constexpr int d = C::hidden;
-    static constexpr int input_width = cpu::MuGqaAttentionWeights<C, W>::input_width;
-    static constexpr int qkv_width = cpu::MuGqaAttentionWeights<C, W>::qkv_width;
+    static constexpr int input_width = MuGqaAttentionParams<C, W>::input_width;
+    static constexpr int qkv_width = MuGqaAttentionParams<C, W>::qkv_width;
     /// Width of the routed experts or of the dense MLP.
     static constexpr int mlp_width = C::expert_width;
     static constexpr int mlp_experts = C::routed ? C::experts : 1;
     static constexpr bool prism = C::attention == AttentionKind::prism;
+
+    /// The token embedding [V, d], also the tied output head.
+    static constexpr const char* embedding_name = "embed_tokens.weight";
 
     using AttentionParams = std::conditional_t<prism, PrismAttentionParams<C, W>, MuGqaAttentionParams<C, W>>;
     using MlpParams = MlpParamsOf<C, W>;
@@ -102,7 +109,9 @@ struct ComplexityWeights {
         return w;
     }
 
-    void initialize(std::uint64_t seed) { initialize_slots(slots(), seed); }
+    /// Decoders with PRISM attention hold an orthogonal U: their initialisation
+    /// needs <cpx/models/orthogonal_fill.hpp> (Eigen's QR; the CPU model includes it).
+    void initialize(std::uint64_t seed) { initialize_slots<prism>(slots(), seed); }
 
     /// The checkpoint tensors this model holds, in the framework's names and
     /// shapes (the routing tables, integer buffers, are separate: routing()).
@@ -114,7 +123,7 @@ private:
     static auto build_slots(Self& self) {
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
         SlotList<Wq> out;
-        out.matrix("embed_tokens.weight", {C::vocab, d}, self.embed_tokens.data(), C::vocab, d, d,
+        out.matrix(embedding_name, {C::vocab, d}, self.embed_tokens.data(), C::vocab, d, d,
                    ComplexityInit<C>::std0);
         if constexpr (C::use_mu) out.vector("mu_init", {1, 1, d}, self.mu_init.data(), d, 0.0f);
         out.vector("norm.weight", {d}, self.norm.data(), d, 1.0f);
@@ -131,8 +140,6 @@ private:
     }
 
 public:
-    // ---- non-owning views for the layers
-
     // ---- routing tables (token-routed models)
 
     /// Every layer routes by one primary table [V] and the cyclic rule
@@ -193,41 +200,41 @@ public:
         return true;
     }
 
-    /// The attention weights of layer i: MuGqaAttentionWeights, or
-    /// PrismAttentionWeights for a decoder with PRISM attention.
-    auto attention(int i) const { return layer(i).attention.view(); }
-    cpu::ExpertWeights<W> experts(int i) const
+    // ---- the CPU layers' views of layer i (cpu_view: cpu/complexity_views.hpp)
+
+    /// MuGqaAttentionWeights, or PrismAttentionWeights for a decoder with PRISM attention.
+    auto attention(int i) const { return cpu_view(layer(i).attention); }
+    auto experts(int i) const
         requires(C::routed)
     {
-        return layer(i).mlp.experts();
+        return cpu_experts_view(layer(i).mlp);
     }
-    cpu::SwiGluWeights<W> shared_expert(int i) const
+    auto shared_expert(int i) const
         requires(C::routed)
     {
-        return layer(i).mlp.shared_expert();
+        return cpu_shared_expert_view(layer(i).mlp);
     }
-    cpu::SwiGluWeights<W> dense_mlp(int i) const
+    auto dense_mlp(int i) const
         requires(C::mlp == MlpKind::dense_swiglu)
     {
-        return layer(i).mlp.view();
+        return cpu_view(layer(i).mlp);
     }
-    cpu::TokenRoutedMlpWeights<C, W> token_routed_mlp(int i) const
+    auto token_routed_mlp(int i) const
         requires(C::mlp == MlpKind::token_routed)
     {
-        return layer(i).mlp.view();
+        return cpu_view(layer(i).mlp);
     }
-    cpu::LearnedRouterMlpWeights<C, W> learned_router_mlp(int i) const
+    auto learned_router_mlp(int i) const
         requires(C::mlp == MlpKind::learned_router)
     {
-        return layer(i).mlp.view();
+        return cpu_view(layer(i).mlp);
     }
-    cpu::MuGuidanceWeights<W> mu_guidance(int i) const
+    auto mu_guidance(int i) const
         requires(C::use_mu)
     {
-        return layer(i).mu_guidance.view();
+        return cpu_view(layer(i).mu_guidance);
     }
 
-private:
     const Layer& layer(int i) const { return layers[static_cast<std::size_t>(i)]; }
 };
 

@@ -11,7 +11,8 @@
 //                       (nn.Linear layout: the pilot and the vLLM plugin)
 // Also the routing tables a layer may carry (int64 or int32): the primary
 // route mlp.token_to_expert [V] and all routes mlp.topk_token_to_expert
-// [top_k, V] (the authors' later models, docs/MODELS.md §8.5).
+// [top_k, V] (the authors' later models, docs/MODELS.md §8.5). The names are
+// those of ExpertNames and RoutingNames (models/complexity_layer_params.hpp).
 
 #include <cstdint>
 #include <span>
@@ -40,27 +41,15 @@ inline bool ends_with(std::string_view s, std::string_view suffix) {
 /// Whether a slot name is one of the routed experts' (read through the layouts
 /// below rather than slot by slot).
 inline bool is_expert_slot(std::string_view name) {
-    return ends_with(name, "mlp.gate_proj_w") || ends_with(name, "mlp.up_proj_w") ||
-           ends_with(name, "mlp.down_proj_w") || ends_with(name, "mlp.gate_up_proj") || ends_with(name, "mlp.down_proj");
+    const ExpertNames n{""};
+    for (const std::string& suffix : {n.gate(), n.up(), n.down(), n.gate_up(), n.fused_down()})
+        if (ends_with(name, suffix)) return true;
+    return false;
 }
 
 inline void expect_float(io::CheckpointValidator& v, const std::string& name, const std::vector<std::int64_t>& shape) {
     if (v.expect(name, shape)) v.expect_dtype_in(name, {DType::f32, DType::bf16, DType::f16});
 }
-
-/// Names of one layer's expert tensors in each accepted layout; `p` is the
-/// layer's prefix ("[model.]layers.{i}.").
-struct ExpertNames {
-    std::string p;
-    std::string gate() const { return p + "mlp.gate_proj_w"; }
-    std::string up() const { return p + "mlp.up_proj_w"; }
-    std::string down() const { return p + "mlp.down_proj_w"; }
-    std::string gate_up() const { return p + "mlp.gate_up_proj"; }
-    std::string fused_down() const { return p + "mlp.down_proj"; }
-    std::string expert(int e, const char* which) const {
-        return p + "mlp.experts." + std::to_string(e) + "." + which + ".weight";
-    }
-};
 
 /// Finds the layout of layer `layer`'s experts and records every expected
 /// tensor with `v` (missing or misshapen ones become problems there).
@@ -79,16 +68,16 @@ ExpertLayout expect_experts(const io::Checkpoint& ckpt, io::CheckpointValidator&
         expect_float(v, n.fused_down(), {E, I, d});
         return ExpertLayout::fused_input_major;
     }
-    if (ckpt.contains(n.expert(0, "gate_proj"))) {
+    if (ckpt.contains(n.expert_gate(0))) {
         for (int e = 0; e < E; ++e) {
-            expect_float(v, n.expert(e, "gate_proj"), {I, d});
-            expect_float(v, n.expert(e, "up_proj"), {I, d});
-            expect_float(v, n.expert(e, "down_proj"), {d, I});
+            expect_float(v, n.expert_gate(e), {I, d});
+            expect_float(v, n.expert_up(e), {I, d});
+            expect_float(v, n.expert_down(e), {d, I});
         }
         return ExpertLayout::per_expert_linear;
     }
     v.note("layer " + std::to_string(layer) + ": missing routed experts (expected " + n.gate() +
-           "/up_proj_w/down_proj_w, or " + n.gate_up() + " with mlp.down_proj, or " + n.expert(0, "gate_proj") +
+           "/up_proj_w/down_proj_w, or " + n.gate_up() + " with mlp.down_proj, or " + n.expert_gate(0) +
            " and the other experts.{e} tensors)");
     return ExpertLayout::none;
 }
@@ -118,13 +107,13 @@ void read_experts(const io::Checkpoint& ckpt, ExpertLayout layout, const std::st
     } else {
         require<InputError>(layout == ExpertLayout::per_expert_linear, "read_experts: no expert layout");
         for (int e = 0; e < E; ++e) {  // nn.Linear [out, in] transposed to input-major
-            const auto& g = read(n.expert(e, "gate_proj"));
+            const auto& g = read(n.expert_gate(e));
             for (std::int64_t j = 0; j < I; ++j)
                 for (std::int64_t i = 0; i < d; ++i) gate[(e * d + i) * I + j] = g[j * d + i];
-            const auto& u = read(n.expert(e, "up_proj"));
+            const auto& u = read(n.expert_up(e));
             for (std::int64_t j = 0; j < I; ++j)
                 for (std::int64_t i = 0; i < d; ++i) up[(e * d + i) * I + j] = u[j * d + i];
-            const auto& dn = read(n.expert(e, "down_proj"));
+            const auto& dn = read(n.expert_down(e));
             for (std::int64_t c = 0; c < d; ++c)
                 for (std::int64_t j = 0; j < I; ++j) down[(e * I + j) * d + c] = dn[c * I + j];
         }
@@ -140,13 +129,6 @@ void read_experts(const io::Checkpoint& ckpt, ExpertLayout layout, const std::st
 
 /// Which routing tables a layer of a checkpoint carries.
 enum class LayerRouting { none, primary, top_k };
-
-/// Names of a layer's routing tables; `p` is the layer's prefix.
-struct RoutingNames {
-    std::string p;
-    std::string primary() const { return p + "mlp.token_to_expert"; }      ///< [V], route 0
-    std::string top_k() const { return p + "mlp.topk_token_to_expert"; }   ///< [top_k, V], every route
-};
 
 /// Records with `v` the shape and dtype each routing table of the layer must
 /// have (int64 or int32; [top_k, V] and [V]) and says which it carries.

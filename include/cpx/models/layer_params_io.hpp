@@ -28,6 +28,7 @@
 #include "cpx/io/complexity_config_json.hpp"
 #include "cpx/models/complexity_layer_params.hpp"
 #include "cpx/models/expert_layouts.hpp"
+#include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/router/modulo_routing.hpp"
 
 namespace cpx {
@@ -38,7 +39,7 @@ P random_layer(std::uint64_t seed, int layer = 0) {
     require<InputError>(layer >= 0 && layer < P::Config::layers, "random_layer: layer ", layer, " outside [0, ",
                         P::Config::layers, ")");
     P params;
-    initialize_slots(layer_slots(params, layer), seed);
+    initialize_slots<P::needs_orthogonal>(layer_slots(params, layer), seed);
     return params;
 }
 
@@ -111,7 +112,7 @@ std::vector<std::int32_t> load_layer_routing(const std::filesystem::path& path, 
     io::CheckpointValidator v(ckpt);
     const detail::LayerRouting found = detail::expect_routing<C>(ckpt, v, p);
     if (found == detail::LayerRouting::none)
-        v.note("missing tensor '" + detail::RoutingNames{p}.primary() + "' (or '" + detail::RoutingNames{p}.top_k() +
+        v.note("missing tensor '" + RoutingNames{p}.primary() + "' (or '" + RoutingNames{p}.top_k() +
                "')");
     v.throw_if_errors("routing table of layer " + std::to_string(layer));
     return detail::read_layer_routes<C>(ckpt, found, p);

@@ -35,10 +35,10 @@
 namespace cpx {
 
 namespace detail {
-inline constexpr std::string_view prism_wte = "transformer.wte.weight", prism_lm_head = "lm_head.weight";
+inline constexpr std::string_view prism_wte = prism_embedding_name, prism_lm_head = tied_head_name;
 
 inline bool is_prism_mask_buffer(std::string_view name) {
-    constexpr std::string_view prefix = "transformer.h.", suffix = ".attn.bias";
+    constexpr std::string_view prefix = prism_blocks, suffix = ".attn.bias";
     return name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix);
 }
 }  // namespace detail
@@ -93,7 +93,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
     };
     for (const auto& s : slots) s.assign(read(source(s.name)));
     for (std::size_t l = 0; l < weights.layers.size(); ++l)
-        require<FormatError>(std::isfinite(weights.layers[l].lambda), ckpt.context(), "transformer.h.", l,
+        require<FormatError>(std::isfinite(weights.layers[l].lambda), ckpt.context(), prism_blocks, l,
                              ".attn.lambda_q is not finite (", weights.layers[l].lambda, ")");
     if (extra_head) {
         const std::vector<float> embedding = read(detail::prism_wte);
@@ -101,7 +101,7 @@ PrismWeights<C, W> load_prism_checkpoint(const std::filesystem::path& path,
         std::size_t differ = 0, first = 0;
         for (std::size_t i = 0; i < head.size(); ++i)
             if (head[i] != embedding[i] && differ++ == 0) first = i;
-        require<FormatError>(differ == 0, ckpt.context(), "lm_head.weight differs from transformer.wte.weight in ",
+        require<FormatError>(differ == 0, ckpt.context(), detail::prism_lm_head, " differs from ", detail::prism_wte, " in ",
                              differ, " of ", head.size(), " elements (first at ", first,
                              "): PRISM ties its output head to the token embedding");
     }

@@ -39,6 +39,7 @@
 #include "cpx/cpu/workspace.hpp"
 #include "cpx/models/complexity_observers.hpp"
 #include "cpx/models/kv_cache.hpp"
+#include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/models/prism_weights.hpp"
 #include "cpx/models/sequence_batch.hpp"
 
@@ -165,8 +166,8 @@ private:
         const PrismPacks<C, W>* packs = compute_.packs(weights_);
         for (int l = 0; l < C::layers; ++l) {
             const auto& w = weights_.layers[static_cast<std::size_t>(l)];
-            auto attention = w.attention();
-            auto mlp = w.mlp();
+            auto attention = cpu_attention_view(w);
+            auto mlp = cpu_mlp_view(w);
             if (packs) packs->attach(l, attention), packs->attach(l, mlp);
             describe_sequences(batch, caches, l);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);

@@ -12,6 +12,7 @@
 #include "cpx/cpu/gelu_mlp.hpp"
 #include "cpx/cpu/packed_panels.hpp"
 #include "cpx/cpu/prism_attention.hpp"
+#include "cpx/cpu/prism_views.hpp"
 #include "cpx/models/prism_weights.hpp"
 
 namespace cpx {
@@ -26,10 +27,10 @@ public:
         for (int l = 0; l < C::layers; ++l) {
             const auto& src = w.layers[static_cast<std::size_t>(l)];
             Layer& p = layers_[static_cast<std::size_t>(l)];
-            const auto u = cpu::rows_of(src.attention().u);
+            const auto u = cpu::rows_of(cpu_attention_view(src).u);
             p.u = PackedWeight::pack(u, WeightOrientation::out_in, compute);
             p.u_t = PackedWeight::pack(u, WeightOrientation::in_out, compute);
-            const auto mlp = src.mlp();
+            const auto mlp = cpu_mlp_view(src);
             p.c_fc = PackedWeight::pack(cpu::rows_of(mlp.c_fc_weight), WeightOrientation::out_in, compute);
             p.c_proj = PackedWeight::pack(cpu::rows_of(mlp.c_proj_weight), WeightOrientation::out_in, compute);
         }

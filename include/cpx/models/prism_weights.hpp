@@ -3,8 +3,10 @@
 // as the reference's nanoGPT state dict names them. Matrices (wte, wpe, U,
 // c_fc, c_proj) are stored as W (float or bf16), vectors and lambda in fp32.
 // The slots (models/tensor_slot.hpp) list every tensor with its name, shape
-// and initialisation; the initialiser, the checkpoint reader and writer and
-// the dtype conversion all walk them, so the names live in one place.
+// and initialisation; the initialiser, the checkpoint reader and writer, the
+// dtype conversion and the GPU upload all walk them or these buffers, so the
+// names live in one place. Free of Eigen and CUDA (CPU views:
+// cpu/prism_views.hpp).
 
 #include <cmath>
 #include <cstdint>
@@ -16,12 +18,38 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
-#include "cpx/cpu/gelu_mlp.hpp"
-#include "cpx/cpu/prism_attention.hpp"
 #include "cpx/layers/prism_lambda.hpp"
+#include "cpx/models/initialize_slots.hpp"
 #include "cpx/models/tensor_slot.hpp"
 
 namespace cpx {
+
+/// The token embedding [V, d], also the tied output head.
+inline constexpr const char* prism_embedding_name = "transformer.wte.weight";
+/// "transformer.h.": the prefix of every block's tensors (block i: prism_blocks + i + ".").
+inline constexpr const char* prism_blocks = "transformer.h.";
+
+namespace detail {
+inline Vector<const float> bias_view(const cpu::AlignedVector<float>& b) {
+    return b.empty() ? Vector<const float>() : Vector<const float>(b.data(), static_cast<index_t>(b.size()));
+}
+}  // namespace detail
+
+/// One PRISM block's tensors (the CPU layers' views of them: cpu/prism_views.hpp).
+template <PrismConfigType C, class W>
+struct PrismLayerWeights {
+    static constexpr index_t d = C::hidden;
+    cpu::AlignedVector<float> ln_1_weight, ln_1_bias, ln_2_weight, ln_2_bias;  // [d]; biases empty without bias
+    cpu::AlignedVector<W> u;                                                   // attn.u_proj.weight [2HD, d]
+    float lambda = static_cast<float>(prism_lambda_start);                     // attn.lambda_q
+    cpu::AlignedVector<W> c_fc_weight, c_proj_weight;                          // [4d, d], [d, 4d]
+    cpu::AlignedVector<float> c_fc_bias, c_proj_bias;                          // [4d], [d]
+
+    Vector<const float> ln_1_w() const { return Vector<const float>(ln_1_weight.data(), d); }
+    Vector<const float> ln_1_b() const { return detail::bias_view(ln_1_bias); }
+    Vector<const float> ln_2_w() const { return Vector<const float>(ln_2_weight.data(), d); }
+    Vector<const float> ln_2_b() const { return detail::bias_view(ln_2_bias); }
+};
 
 template <PrismConfigType C, class W = float>
 struct PrismWeights {
@@ -31,23 +59,7 @@ struct PrismWeights {
     static constexpr index_t d = C::hidden, vocab = C::vocab, positions = C::max_positions, width = C::mlp_width,
                              u_rows = C::u_rows;
 
-    struct Layer {
-        cpu::AlignedVector<float> ln_1_weight, ln_1_bias, ln_2_weight, ln_2_bias;  // [d]; biases empty without bias
-        cpu::AlignedVector<W> u;                                                   // attn.u_proj.weight [2HD, d]
-        float lambda = static_cast<float>(prism_lambda_start);                     // attn.lambda_q
-        cpu::AlignedVector<W> c_fc_weight, c_proj_weight;                          // [4d, d], [d, 4d]
-        cpu::AlignedVector<float> c_fc_bias, c_proj_bias;                          // [4d], [d]
-
-        cpu::PrismAttentionWeights<W> attention() const { return {Matrix<const W>(u.data(), u_rows, d), lambda}; }
-        cpu::GeluMlpWeights<W> mlp() const {
-            return {Matrix<const W>(c_fc_weight.data(), width, d), bias_view(c_fc_bias),
-                    Matrix<const W>(c_proj_weight.data(), d, width), bias_view(c_proj_bias)};
-        }
-        Vector<const float> ln_1_w() const { return Vector<const float>(ln_1_weight.data(), d); }
-        Vector<const float> ln_1_b() const { return bias_view(ln_1_bias); }
-        Vector<const float> ln_2_w() const { return Vector<const float>(ln_2_weight.data(), d); }
-        Vector<const float> ln_2_b() const { return bias_view(ln_2_bias); }
-    };
+    using Layer = PrismLayerWeights<C, W>;
 
     cpu::AlignedVector<W> wte, wpe;                 // [V, d] (also the tied head), [block_size, d]
     cpu::AlignedVector<float> ln_f_weight, ln_f_bias;  // [d]
@@ -74,13 +86,14 @@ struct PrismWeights {
         }
     }
 
-    /// The reference's initialisation (docs/MODELS.md §19): Linear and Embedding
+    /// The reference's initialisation (docs/MODELS.md §19; the orthogonal U needs
+    /// <cpx/models/orthogonal_fill.hpp>, which the CPU model includes): Linear and Embedding
     /// weights N(0, 0.02), c_proj N(0, 0.02 / sqrt(2 n_layer)), U orthogonal,
     /// biases 0, LayerNorm weights 1, lambda at the schedule's start (the
     /// reference's initial buffer value), each tensor from its own seeded stream.
     static PrismWeights random(std::uint64_t seed) {
         PrismWeights w;
-        initialize_slots(w.slots(), seed);
+        initialize_slots</*orthogonal=*/true>(w.slots(), seed);
         return w;
     }
 
@@ -91,13 +104,9 @@ struct PrismWeights {
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
     Vector<const float> ln_f_w() const { return Vector<const float>(ln_f_weight.data(), d); }
-    Vector<const float> ln_f_b() const { return bias_view(ln_f_bias); }
+    Vector<const float> ln_f_b() const { return detail::bias_view(ln_f_bias); }
 
 private:
-    static Vector<const float> bias_view(const cpu::AlignedVector<float>& b) {
-        return b.empty() ? Vector<const float>() : Vector<const float>(b.data(), static_cast<index_t>(b.size()));
-    }
-
     template <class Self>
     static auto build_slots(Self& self) {
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
@@ -117,11 +126,11 @@ private:
             out.push_back(std::move(s));
         };
         const double std0 = 0.02, proj_std = 0.02 / std::sqrt(2.0 * C::layers);
-        mat("transformer.wte.weight", self.wte.data(), vocab, d, std0);
+        mat(prism_embedding_name, self.wte.data(), vocab, d, std0);
         mat("transformer.wpe.weight", self.wpe.data(), positions, d, std0);
         for (int i = 0; i < C::layers; ++i) {
             auto& l = self.layers[static_cast<std::size_t>(i)];
-            const std::string p = "transformer.h." + std::to_string(i) + ".";
+            const std::string p = prism_blocks + std::to_string(i) + ".";
             vec(p + "ln_1.weight", {d}, l.ln_1_weight.data(), d, 1.0f);
             if (C::bias) vec(p + "ln_1.bias", {d}, l.ln_1_bias.data(), d, 0.0f);
             mat(p + "attn.u_proj.weight", l.u.data(), u_rows, d, 0.0, /*orthogonal=*/true);

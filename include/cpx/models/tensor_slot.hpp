@@ -2,10 +2,11 @@
 // The bridge between a model's compute layout and its checkpoint tensors,
 // shared by both models: each TensorSlot names one checkpoint tensor, gives
 // its shape and says where its elements live (and how it is initialised).
-// Initialisation, loading, saving and dtype conversion all walk the slots, so
-// a model's tensor names and layouts are written in one place.
+// Initialisation (models/initialize_slots.hpp), loading, saving, dtype
+// conversion and the GPU upload all walk the slots, so a model's tensor names
+// and layouts are written in one place. Free of Eigen and CUDA: host code of
+// both backends includes it.
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -15,10 +16,12 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/orthogonal_init.hpp"
-#include "cpx/models/seeded_normal.hpp"
 
 namespace cpx {
+
+/// The untied output head some exports add beside the embedding both model
+/// families tie their head to: accepted when equal to it, never stored.
+inline constexpr const char* tied_head_name = "lm_head.weight";
 
 /// One checkpoint tensor and where its elements live in the compute layout:
 /// element (b, r, c) of the tensor viewed as [batches, rows, cols] is at
@@ -96,32 +99,5 @@ struct SlotList {
     }
     TensorSlot<W>& back() { return slots.back(); }
 };
-
-/// Seeded initialisation of every slot, each from its own stream named after
-/// it: orthogonal, N(0, init_std), or the constant init_value. Streams are
-/// independent, so tensors are drawn in parallel with the same result for any
-/// thread count or slot order.
-template <class W>
-void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t seed) {
-#pragma omp parallel
-    {
-        std::vector<float> values;
-#pragma omp for schedule(dynamic, 1)
-        for (std::size_t i = 0; i < slots.size(); ++i) {
-            const TensorSlot<W>& s = slots[i];
-            values.resize(static_cast<std::size_t>(s.elements()));
-            if (s.orthogonal) {
-                SeededRandom rng(seed, s.name);
-                cpu::orthogonal_init(Matrix<float>(values.data(), s.rows, s.cols), [&] { return rng.normal(); });
-            } else if (s.init_std > 0.0) {
-                SeededRandom rng(seed, s.name);
-                for (float& v : values) v = static_cast<float>(s.init_std * rng.normal());
-            } else {
-                std::fill(values.begin(), values.end(), s.init_value);
-            }
-            s.assign(values);
-        }
-    }
-}
 
 }  // namespace cpx

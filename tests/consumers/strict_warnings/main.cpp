@@ -36,7 +36,7 @@ int main() {
     std::vector<float> x(7 * C::hidden, 0.5f), residual(7 * C::hidden, 0.0f);
     const std::vector<std::int64_t> tokens = {0, 1, 2, 3, 4, 5, 6};
     cpx::cpu::TokenRoutedMlp<C, float> mlp;
-    mlp.forward(mlp_params.view(), cpx::cpu::rows_of<const float>(x.data(), 7, C::hidden), tokens,
+    mlp.forward(cpx::cpu_view(mlp_params), cpx::cpu::rows_of<const float>(x.data(), 7, C::hidden), tokens,
                 cpx::TokenRouting(table, C::experts), cpx::cpu::rows_of(residual.data(), 7, C::hidden));
     std::printf("consumer: strict-warnings build runs (%s)\n", failures == 0 ? "ok" : "FAILED");
     return failures;
