@@ -33,6 +33,7 @@
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/attention.cuh"
 #include "cpx/cuda/blas.cuh"
+#include "cpx/cuda/call_inputs.cuh"
 #include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/embedding.cuh"
@@ -77,12 +78,9 @@ public:
     /// table: weights whose layers carry different tables are refused.
     template <class W>
     ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows)
-        : max_batch_(max_batch),
-          max_rows_(max_rows),
+        : inputs_("cuda::ComplexityModel", max_batch, max_rows, vocab, context),
           rope_(C::rope, hd, context),
           cache_(layers, max_batch, kv_heads, hd, context),
-          tokens_(static_cast<std::size_t>(max_rows)),
-          starts_(static_cast<std::size_t>(max_batch)),
           h_(static_cast<std::size_t>(max_rows) * d),
           a_mu_(static_cast<std::size_t>(max_rows) * in_width),
           qkv_(static_cast<std::size_t>(max_rows) * qkv_width),
@@ -91,8 +89,6 @@ public:
           h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
         static_assert(ComplexityWeights<C, W>::input_width == in_width && ComplexityWeights<C, W>::qkv_width == qkv_width);
-        require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::ComplexityModel: max_batch ", max_batch,
-                            " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
         if constexpr (C::mlp == MlpKind::learned_router) {
             dispatch_.emplace(C::experts, max_rows);
             router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
@@ -115,23 +111,14 @@ public:
     /// Copies one call's inputs to the device (see PrismModel::set_inputs), validated here.
     void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
                     cudaStream_t stream) {
-        check_call_(tokens.size(), batch);
-        const int S = static_cast<int>(tokens.size()) / batch;
-        require<ShapeError>(static_cast<int>(starts.size()) == batch, "cuda::ComplexityModel: ", starts.size(),
-                            " start positions for ", batch, " sequences");
-        validate_tokens<std::int32_t>(tokens, vocab);
-        for (int b = 0; b < batch; ++b)
-            require<InputError>(starts[b] >= 0 && starts[b] + S <= context, "cuda::ComplexityModel: sequence ", b,
-                                " at positions [", starts[b], ", ", starts[b] + S, ") exceeds the context ", context);
-        CPX_CUDA_CHECK(cudaMemcpyAsync(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, stream));
-        CPX_CUDA_CHECK(cudaMemcpyAsync(starts_.data(), starts.data(), starts.size_bytes(), cudaMemcpyHostToDevice, stream));
+        inputs_.set(tokens, batch, starts, stream);
     }
 
     /// Enqueues the forward pass over the inputs last given to set_inputs. logits:
     /// device fp32, [batch * S, vocab] (LogitRows::all) or [batch, vocab] (last).
     void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
         require<ShapeError>(S >= 1, "cuda::ComplexityModel: ", S, " tokens per sequence");
-        check_call_(static_cast<std::size_t>(batch) * S, batch);
+        inputs_.check(static_cast<std::size_t>(batch) * S, batch);
         const int rows = batch * S;
         status_.reset(stream);
         const StridedMatrix<float> h(h_.data(), rows, d, d);
@@ -140,10 +127,10 @@ public:
         const StridedMatrix<T> qkv(qkv_.data(), rows, qkv_width, qkv_width);
         const StridedMatrix<T> attn(attn_.data(), rows, q_width, q_width), m(m_.data(), rows, d, d);
 
-        embedding<std::int32_t, T, float>(tokens_.data(), Matrix<const T>(embed_.data(), vocab, d), h, status_.view(),
+        embedding<std::int32_t, T, float>(inputs_.tokens(), Matrix<const T>(embed_.data(), vocab, d), h, status_.view(),
                                           stream);
         if constexpr (C::use_mu) mu_broadcast<T>(mu_init_.data(), a_mu.columns(d, d), stream);
-        if constexpr (C::mlp == MlpKind::token_routed) dispatch_->route(tokens_.data(), rows, *table_, stream);
+        if constexpr (C::mlp == MlpKind::token_routed) dispatch_->route(inputs_.tokens(), rows, *table_, stream);
 
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
@@ -152,13 +139,13 @@ public:
                          WeightLayout::out_in, qkv, 1.0f, 0.0f, stream);
             const StridedMatrix<T> qk = qkv.columns(0, q_width + kv_width);
             rope_heads<T, float>(qk, qk, heads + kv_heads, hd, heads, {&rope_, l.q_norm.data()},
-                                 {&rope_, l.k_norm.data()}, starts_.data(), S, C::qk_norm_eps, status_.view(), stream);
+                                 {&rope_, l.k_norm.data()}, inputs_.starts(), S, C::qk_norm_eps, status_.view(), stream);
             const KvLayer<T> kv = cache_.layer(i);
             kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
-                            starts_.data(), status_.view(), stream);
+                            inputs_.starts(), status_.view(), stream);
             AttentionOptions opt;
             opt.kernel = kernels_.attention;
-            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, starts_.data(), opt, status_.view(), stream,
+            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, inputs_.starts(), opt, status_.view(), stream,
                                 &splits_);
             linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
                              1.0f, 1.0f, stream);
@@ -223,8 +210,8 @@ public:
     /// start position [max_batch]. A device-side decoding loop writes the next step's
     /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
     /// written this way are still checked by the kernels (NaN rows + a status record).
-    std::int32_t* device_tokens() { return tokens_.data(); }
-    std::int32_t* device_starts() { return starts_.data(); }
+    std::int32_t* device_tokens() { return inputs_.tokens(); }
+    std::int32_t* device_starts() { return inputs_.starts(); }
 
 private:
     struct Layer {
@@ -293,21 +280,12 @@ private:
         return out;
     }
 
-    void check_call_(std::size_t rows, int batch) const {
-        require<ShapeError>(batch >= 1 && batch <= max_batch_, "cuda::ComplexityModel: batch ", batch, " outside [1, ",
-                            max_batch_, "]");
-        require<ShapeError>(rows >= 1 && rows % static_cast<std::size_t>(batch) == 0 &&
-                                rows <= static_cast<std::size_t>(max_rows_),
-                            "cuda::ComplexityModel: ", rows, " tokens are not ", batch,
-                            " equal sequences within the ", max_rows_, " rows the model was sized for");
-    }
 
-    int max_batch_, max_rows_;
+    CallInputs inputs_;  ///< declared first: its size checks run before any allocation
     RopeTable rope_;
     KvCache<T> cache_;
     AttentionSplits splits_{hd};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
-    DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> h_;
     DeviceBuffer<T> a_mu_, qkv_, attn_, m_, h_copy_, dense_scratch_;
     DeviceBuffer<T> embed_;

@@ -33,6 +33,7 @@
 #include "cpx/cuda/activations.cuh"
 #include "cpx/cuda/attention.cuh"
 #include "cpx/cuda/blas.cuh"
+#include "cpx/cuda/call_inputs.cuh"
 #include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/embedding.cuh"
@@ -61,21 +62,16 @@ public:
     /// `max_batch` sequences of the full context.
     template <class W>
     PrismModel(const PrismWeights<C, W>& weights, int max_batch, int max_rows)
-        : max_batch_(max_batch),
-          max_rows_(max_rows),
+        : inputs_("cuda::PrismModel", max_batch, max_rows, vocab, context),
           signal_(Attention::signal_rope, D, context),
           noise_(Attention::noise_rope, D, context),
           cache_(layers, max_batch, 2 * H, D, context),
-          tokens_(static_cast<std::size_t>(max_rows)),
-          starts_(static_cast<std::size_t>(max_batch)),
           x_(static_cast<std::size_t>(max_rows) * d),
           normed_(static_cast<std::size_t>(max_rows) * d),
           u_(static_cast<std::size_t>(max_rows) * width),
           rotated_(static_cast<std::size_t>(max_rows) * width),
           y_(static_cast<std::size_t>(max_rows) * width),
           hidden_(static_cast<std::size_t>(max_rows) * mlp_width) {
-        require<ShapeError>(max_batch >= 1 && max_rows >= max_batch, "cuda::PrismModel: max_batch ", max_batch,
-                            " and max_rows ", max_rows, " (need 1 <= max_batch <= max_rows)");
         wte_ = upload_weights<T>(weights.wte);
         wpe_ = upload_weights<T>(weights.wpe);
         ln_f_w_ = upload_weights<float>(weights.ln_f_weight);
@@ -104,16 +100,7 @@ public:
     /// validated here, on the host.
     void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
                     cudaStream_t stream) {
-        check_call_(tokens.size(), batch);
-        const int S = static_cast<int>(tokens.size()) / batch;
-        require<ShapeError>(static_cast<int>(starts.size()) == batch, "cuda::PrismModel: ", starts.size(),
-                            " start positions for ", batch, " sequences");
-        validate_tokens<std::int32_t>(tokens, vocab);
-        for (int b = 0; b < batch; ++b)
-            require<InputError>(starts[b] >= 0 && starts[b] + S <= context, "cuda::PrismModel: sequence ", b,
-                                " at positions [", starts[b], ", ", starts[b] + S, ") exceeds the context ", context);
-        CPX_CUDA_CHECK(cudaMemcpyAsync(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, stream));
-        CPX_CUDA_CHECK(cudaMemcpyAsync(starts_.data(), starts.data(), starts.size_bytes(), cudaMemcpyHostToDevice, stream));
+        inputs_.set(tokens, batch, starts, stream);
     }
 
     /// Enqueues the forward pass over the inputs last given to set_inputs (the same
@@ -121,30 +108,30 @@ public:
     /// [batch, vocab] (LogitRows::last). No host synchronisation, no allocation.
     void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
         require<ShapeError>(S >= 1, "cuda::PrismModel: ", S, " tokens per sequence");
-        check_call_(static_cast<std::size_t>(batch) * S, batch);
+        inputs_.check(static_cast<std::size_t>(batch) * S, batch);
         const int rows = batch * S;
         status_.reset(stream);
         const StridedMatrix<float> x(x_.data(), rows, d, d);
         const StridedMatrix<T> normed(normed_.data(), rows, d, d);
         const StridedMatrix<T> u(u_.data(), rows, width, width), rot(rotated_.data(), rows, width, width),
             y(y_.data(), rows, width, width), hidden(hidden_.data(), rows, mlp_width, mlp_width);
-        embedding<std::int32_t, T, float>(tokens_.data(), Matrix<const T>(wte_.data(), vocab, d), x, status_.view(),
-                                          stream, wpe_.data(), context, starts_.data(), S);
+        embedding<std::int32_t, T, float>(inputs_.tokens(), Matrix<const T>(wte_.data(), vocab, d), x, status_.view(),
+                                          stream, wpe_.data(), context, inputs_.starts(), S);
         const float out_scale = static_cast<float>(1.0 / std::sqrt(Attention::output_scale_squared_inverse));
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
             layernorm<float, float, T>(x, l.ln_1_w.data(), bias_(l.ln_1_b), normed, C::ln_eps, stream);
             const StridedMatrix<const T> U(l.u.data(), width, d, d);
             linear<T, T>(blas, normed, U, WeightLayout::out_in, u, 1.0f, 0.0f, stream);
-            rope_heads<T, float>(u, rot, 2 * H, D, H, {&signal_, nullptr}, {&noise_, nullptr}, starts_.data(), S, 0.0f,
+            rope_heads<T, float>(u, rot, 2 * H, D, H, {&signal_, nullptr}, {&noise_, nullptr}, inputs_.starts(), S, 0.0f,
                                  status_.view(), stream);
             const KvLayer<T> kv = cache_.layer(i);
-            kv_append<T, T>(rot, u, kv, S, starts_.data(), status_.view(), stream);
+            kv_append<T, T>(rot, u, kv, S, inputs_.starts(), status_.view(), stream);
             AttentionOptions opt;
             opt.scaled_head_begin = H;
             opt.scaled_head_factor = -l.lambda;
             opt.kernel = kernels_.attention;
-            causal_attention<T>(rot, kv, y, 2 * H, S, starts_.data(), opt, status_.view(), stream, &splits_);
+            causal_attention<T>(rot, kv, y, 2 * H, S, inputs_.starts(), opt, status_.view(), stream, &splits_);
             linear<T, float>(blas, y, U, WeightLayout::in_out, x, out_scale, 1.0f, stream);
 
             layernorm<float, float, T>(x, l.ln_2_w.data(), bias_(l.ln_2_b), normed, C::ln_eps, stream);
@@ -186,10 +173,10 @@ public:
     /// start position [max_batch]. A device-side decoding loop writes the next step's
     /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
     /// written this way are still checked by the kernels (NaN rows + a status record).
-    std::int32_t* device_tokens() { return tokens_.data(); }
-    std::int32_t* device_starts() { return starts_.data(); }
-    int max_batch() const { return max_batch_; }
-    int max_rows() const { return max_rows_; }
+    std::int32_t* device_tokens() { return inputs_.tokens(); }
+    std::int32_t* device_starts() { return inputs_.starts(); }
+    int max_batch() const { return inputs_.max_batch(); }
+    int max_rows() const { return inputs_.max_rows(); }
 
 private:
     struct Layer {
@@ -199,20 +186,12 @@ private:
     };
     static const float* bias_(const DeviceBuffer<float>& b) { return b.size() ? b.data() : nullptr; }
 
-    void check_call_(std::size_t rows, int batch) const {
-        require<ShapeError>(batch >= 1 && batch <= max_batch_, "cuda::PrismModel: batch ", batch, " outside [1, ",
-                            max_batch_, "]");
-        require<ShapeError>(rows >= 1 && rows % static_cast<std::size_t>(batch) == 0 && rows <= static_cast<std::size_t>(max_rows_),
-                            "cuda::PrismModel: ", rows, " tokens are not ", batch,
-                            " equal sequences within the ", max_rows_, " rows the model was sized for");
-    }
 
-    int max_batch_, max_rows_;
+    CallInputs inputs_;  ///< declared first: its size checks run before any allocation
     RopeTable signal_, noise_;
     KvCache<T> cache_;
     AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
-    DeviceBuffer<std::int32_t> tokens_, starts_;
     DeviceBuffer<float> x_;
     DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
     DeviceBuffer<T> wte_, wpe_;

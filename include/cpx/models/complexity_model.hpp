@@ -47,6 +47,7 @@
 #include "cpx/models/kv_cache.hpp"
 #include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/models/sequence_batch.hpp"
+#include "cpx/models/sequence_model.hpp"
 
 namespace cpx {
 
@@ -63,7 +64,7 @@ struct attention_layer_of<C, W, KV, true> {
 }  // namespace detail
 
 template <ComplexityConfigType C, class W = float, class KV = float>
-class ComplexityModel {
+class ComplexityModel : public SequenceModel<ComplexityModel<C, W, KV>, C, KVCache<C, KV>> {
 public:
     using Config = C;
     using Weights = ComplexityWeights<C, W>;
@@ -116,9 +117,6 @@ public:
 
     // ---- sizes
 
-    /// Rows of logits a call over `batch` returns.
-    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) { return cpx::logits_rows(batch, at); }
-
     /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
     /// sequences attending to up to `max_keys` positions.
     void reserve(index_t rows, index_t sequences, index_t max_keys) {
@@ -133,49 +131,7 @@ public:
         rows_.reserve(static_cast<std::size_t>(sequences));
     }
 
-    // ---- calls without a cache
-
-    /// Logits of a batch of independent sequences, each starting at position 0.
-    /// logits: [logits_rows(batch, at), vocab].
-    void forward(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& logits) {
-        run(batch, std::span<Cache* const>{}, at, logits);
-    }
-
-    /// Logits of one sequence (all positions or the last), in a new vector.
-    std::vector<float> forward(Tokens tokens, LogitsAt at = LogitsAt::all) {
-        const Tokens batch[] = {tokens};
-        std::vector<float> out(static_cast<std::size_t>(logits_rows(batch, at)) * C::vocab);
-        forward(batch, at, cpu::rows_of(out.data(), logits_rows(batch, at), C::vocab));
-        return out;
-    }
-
-    // ---- calls through caches
-
-    /// Appends each sequence's tokens to its cache (prefill when the cache is
-    /// empty, chunked prefill otherwise, decode for one token) and returns the
-    /// logits of the new positions.
-    void extend(std::span<Cache* const> caches, std::span<const Tokens> batch, LogitsAt at,
-                const cpu::RowBlock<float>& logits) {
-        require<InputError>(caches.size() == batch.size(), "extend: ", caches.size(), " caches for ", batch.size(),
-                            " sequences");
-        run(batch, caches, at, logits);
-    }
-
-    void extend(Cache& cache, Tokens tokens, LogitsAt at, const cpu::RowBlock<float>& logits) {
-        Cache* caches[] = {&cache};
-        const Tokens batch[] = {tokens};
-        extend(caches, batch, at, logits);
-    }
-
-    /// One decode step for each sequence: token[i] appended to caches[i];
-    /// logits: [caches.size(), vocab].
-    void decode(std::span<Cache* const> caches, Tokens next, const cpu::RowBlock<float>& logits) {
-        require<InputError>(caches.size() == next.size(), "decode: ", next.size(), " tokens for ", caches.size(),
-                            " caches");
-        batch_.resize(next.size());
-        for (std::size_t i = 0; i < next.size(); ++i) batch_[i] = next.subspan(i, 1);
-        run(batch_, caches, LogitsAt::all, logits);
-    }
+    // ---- calls: forward, extend, decode, logits_rows (models/sequence_model.hpp)
 
 private:
     static constexpr int input_width = Weights::input_width;
@@ -183,21 +139,14 @@ private:
         C::mlp == MlpKind::token_routed, cpu::TokenRoutedMlp<C, W>,
         std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
 
-    void validate(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-                  const cpu::RowBlock<float>& logits) const {
-        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions,
-                                       "max_position_embeddings");
-    }
+    friend SequenceModel<ComplexityModel, C, Cache>;
+    static constexpr const char* context_key = "max_position_embeddings";  ///< named in errors
 
-    void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-             const cpu::RowBlock<float>& logits) {
-        validate(batch, caches, at, logits);
-        index_t n = 0, max_keys = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            n += static_cast<index_t>(batch[s].size());
-            max_keys = std::max(max_keys, caches.empty() ? static_cast<index_t>(batch[s].size()) : caches[s]->capacity());
-        }
-        reserve(n, static_cast<index_t>(batch.size()), max_keys);
+    /// One validated call (SequenceModel::run_).
+    void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+                      const cpu::RowBlock<float>& logits, CallSize size) {
+        const index_t n = size.rows;
+        reserve(n, size.sequences, size.max_keys);
         if (n == 0) return;
 
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
@@ -211,7 +160,7 @@ private:
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
 
         for (int l = 0; l < C::layers; ++l) {
-            describe_sequences(batch, caches, l);
+            describe_sequences(batch, caches, l, rows_);
             cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
             auto attention = weights_.attention(l);
             if (packs) packs->attach_attention(l, attention);
@@ -253,23 +202,6 @@ private:
             const W* e = table + tokens_[static_cast<std::size_t>(r)] * C::hidden;
             float* dst = h.row(r);
             for (int i = 0; i < C::hidden; ++i) dst[i] = to_float(e[i]);
-        }
-    }
-
-    void describe_sequences(std::span<const Tokens> batch, std::span<Cache* const> caches, int layer) {
-        rows_.clear();
-        index_t begin = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            cpu::SequenceRows<KV> r;
-            r.begin = begin;
-            r.rows = static_cast<index_t>(batch[s].size());
-            if (!caches.empty()) {
-                r.offset = caches[s]->length();
-                r.cache_k = caches[s]->keys(layer);
-                r.cache_v = caches[s]->values(layer);
-            }
-            rows_.push_back(r);
-            begin += r.rows;
         }
     }
 
@@ -322,7 +254,6 @@ private:
     cpu::AlignedVector<float> h_, x_, m_, final_;
     std::vector<std::int64_t> tokens_;
     std::vector<cpu::SequenceRows<KV>> rows_;
-    std::vector<Tokens> batch_;
     ObserverPtr<ExpertLoad<C>> expert_load_;
     ObserverPtr<MuContributions<C>> mu_contributions_;
     ObserverPtr<cpu::AttentionDistance> distance_;

@@ -42,13 +42,14 @@
 #include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/models/prism_weights.hpp"
 #include "cpx/models/sequence_batch.hpp"
+#include "cpx/models/sequence_model.hpp"
 
 namespace cpx {
 
 /// The model with matrices stored as W and keys/values cached as KV (each
 /// float or bf16; arithmetic is fp32), like ComplexityModel<C, W, KV>.
 template <PrismConfigType C, class W = float, class KV = float>
-class PrismModel {
+class PrismModel : public SequenceModel<PrismModel<C, W, KV>, C, KVCache<C, KV>> {
 public:
     using Config = C;
     using Weights = PrismWeights<C, W>;
@@ -91,8 +92,6 @@ public:
 
     // ---- sizes
 
-    static index_t logits_rows(std::span<const Tokens> batch, LogitsAt at) { return cpx::logits_rows(batch, at); }
-
     /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
     /// sequences attending to up to `max_keys` positions.
     void reserve(index_t rows, index_t sequences, index_t max_keys) {
@@ -103,61 +102,17 @@ public:
         rows_.reserve(static_cast<std::size_t>(sequences));
     }
 
-    // ---- calls without a cache
-
-    /// Logits of a batch of independent sequences, each starting at position 0.
-    /// logits: [logits_rows(batch, at), vocab].
-    void forward(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& logits) {
-        run(batch, std::span<Cache* const>{}, at, logits);
-    }
-
-    /// Logits of one sequence (all positions or the last), in a new vector.
-    std::vector<float> forward(Tokens tokens, LogitsAt at = LogitsAt::all) {
-        const Tokens batch[] = {tokens};
-        std::vector<float> out(static_cast<std::size_t>(logits_rows(batch, at)) * C::vocab);
-        forward(batch, at, cpu::rows_of(out.data(), logits_rows(batch, at), C::vocab));
-        return out;
-    }
-
-    // ---- calls through caches
-
-    /// Appends each sequence's tokens to its cache (prefill when the cache is
-    /// empty, chunked prefill otherwise, decode for one token) and returns the
-    /// logits of the new positions.
-    void extend(std::span<Cache* const> caches, std::span<const Tokens> batch, LogitsAt at,
-                const cpu::RowBlock<float>& logits) {
-        require<InputError>(caches.size() == batch.size(), "extend: ", caches.size(), " caches for ", batch.size(),
-                            " sequences");
-        run(batch, caches, at, logits);
-    }
-
-    void extend(Cache& cache, Tokens tokens, LogitsAt at, const cpu::RowBlock<float>& logits) {
-        Cache* caches[] = {&cache};
-        const Tokens batch[] = {tokens};
-        extend(caches, batch, at, logits);
-    }
-
-    /// One decode step for each sequence: next[i] appended to caches[i];
-    /// logits: [caches.size(), vocab].
-    void decode(std::span<Cache* const> caches, Tokens next, const cpu::RowBlock<float>& logits) {
-        require<InputError>(caches.size() == next.size(), "decode: ", next.size(), " tokens for ", caches.size(),
-                            " caches");
-        batch_.resize(next.size());
-        for (std::size_t i = 0; i < next.size(); ++i) batch_[i] = next.subspan(i, 1);
-        run(batch_, caches, LogitsAt::all, logits);
-    }
+    // ---- calls: forward, extend, decode, logits_rows (models/sequence_model.hpp)
 
 private:
-    void run(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-             const cpu::RowBlock<float>& logits) {
-        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions, "block_size");
-        index_t n = 0, max_keys = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            n += static_cast<index_t>(batch[s].size());
-            max_keys =
-                std::max(max_keys, caches.empty() ? static_cast<index_t>(batch[s].size()) : caches[s]->capacity());
-        }
-        reserve(n, static_cast<index_t>(batch.size()), max_keys);
+    friend SequenceModel<PrismModel, C, Cache>;
+    static constexpr const char* context_key = "block_size";  ///< named in errors
+
+    /// One validated call (SequenceModel::run_).
+    void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+                      const cpu::RowBlock<float>& logits, CallSize size) {
+        const index_t n = size.rows;
+        reserve(n, size.sequences, size.max_keys);
         if (n == 0) return;
 
         const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
@@ -169,7 +124,7 @@ private:
             auto attention = cpu_attention_view(w);
             auto mlp = cpu_mlp_view(w);
             if (packs) packs->attach(l, attention), packs->attach(l, mlp);
-            describe_sequences(batch, caches, l);
+            describe_sequences(batch, caches, l, rows_);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
             if (distance_)
                 attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
@@ -194,23 +149,6 @@ private:
                 float* xr = x.data() + row * C::hidden;
                 for (int c = 0; c < C::hidden; ++c) xr[c] = to_float(te[c]) + to_float(pe[c]);
             }
-        }
-    }
-
-    void describe_sequences(std::span<const Tokens> batch, std::span<Cache* const> caches, int layer) {
-        rows_.clear();
-        index_t begin = 0;
-        for (std::size_t s = 0; s < batch.size(); ++s) {
-            cpu::SequenceRows<KV> r;
-            r.begin = begin;
-            r.rows = static_cast<index_t>(batch[s].size());
-            if (!caches.empty()) {
-                r.offset = caches[s]->length();
-                r.cache_k = caches[s]->keys(layer);
-                r.cache_v = caches[s]->values(layer);
-            }
-            rows_.push_back(r);
-            begin += r.rows;
         }
     }
 
@@ -240,7 +178,6 @@ private:
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;
-    std::vector<Tokens> batch_;
     ObserverPtr<cpu::AttentionDistance> distance_;
 };
 
