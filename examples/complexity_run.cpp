@@ -6,6 +6,7 @@
 //   complexity_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
 //                           [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|fp32_packed|bf16]
 //                           [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
+//                           [--device cpu|cuda]
 //                           [--prompt TEXT | --prompt-file FILE] [--eval FILE]   (with DIR/tokenizer.json)
 // The same binary serves a decoder with PRISM attention (TinyComplexityPrism),
 // whose --attention-distance reports signal against noise heads.
@@ -23,6 +24,7 @@
 #include <string>
 #include <utility>
 
+#include "device_calls.hpp"
 #include "run_common.hpp"
 
 #ifdef CPX_BUILD_ROUTING_HEADER
@@ -104,6 +106,18 @@ int run(const Options& o) {
     if (!o.save_checkpoint.empty()) {
         cpx::save_complexity_checkpoint(weights, o.save_checkpoint);
         std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
+    }
+    if (o.device == "cuda") {
+#ifdef CPX_EXAMPLE_CUDA
+        cpx_example::DeviceModel<Config> model(cpx_example::make_cuda_model(weights));
+        std::printf("device: %s (CUDA): %s weights and activations, fp32 residual stream and accumulation%s\n",
+                    model.device().c_str(), o.bf16 ? "bf16" : "fp32",
+                    o.compute == "fp32" ? "" : " (--compute chooses the CPU arithmetic; ignored here)");
+        return cpx_example::run_model(model, o);
+#else
+        throw cpx_example::UsageError("--device cuda: this program was built without its CUDA part (it needs nvcc "
+                                      "at configure time and " CPX_STR(CPX_PRESET) " in CPX_RUN_CUDA_PRESETS)");
+#endif
     }
     cpx::ComplexityModel<Config, W> model(std::move(weights));
     cpx_example::apply_compute(model, o);

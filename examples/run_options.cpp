@@ -72,6 +72,10 @@ Options parse(int argc, char** argv, const std::string& program) {
         ->check(non_negative)->capture_default_str();
     app.add_option("--top-p", o.sampling.top_p, "sample from the smallest set reaching probability P")
         ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+    app.add_option("--device", o.device,
+                   "where the model runs: cpu, or cuda (programs built with CUDA; one GPU, the same weights, "
+                   "checkpoint and output)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     app.add_option("--dtype", dtype, "storage of the weight matrices")
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     app.add_option("--compute", o.compute,

@@ -28,6 +28,7 @@ struct Options {
     cpx::SamplingParams sampling;
     bool bf16 = false;
     std::string compute = "fp32";  ///< --compute: arithmetic of prefill-sized products
+    std::string device = "cpu";    ///< --device cpu|cuda
     int threads = 0;
     std::string dump_logits;
     std::string save_checkpoint;

@@ -46,8 +46,15 @@ template <class C>
 std::vector<double> complexity_reference_logits(const ComplexityCase& weights, const std::vector<std::int32_t>& tokens,
                                                 int batch);
 
+/// Greedy generation (cpx::generate) by the CPU model on complexity_case(seed, false)'s weights.
+template <class C>
+std::vector<std::int64_t> complexity_cpu_generate(std::uint64_t seed, const std::vector<std::int64_t>& prompt,
+                                                  int new_tokens);
+
 #define CPX_COMPLEXITY_REFERENCE(C)                                                                                  \
     extern template ComplexityCase complexity_case<C>(std::uint64_t, bool);                                        \
+    extern template std::vector<std::int64_t> complexity_cpu_generate<C>(std::uint64_t,                           \
+                                                                         const std::vector<std::int64_t>&, int);   \
     extern template std::vector<float> complexity_cpu_logits<C>(std::uint64_t, bool, const std::vector<std::int32_t>&, \
                                                                 int);                                                \
     extern template std::vector<double> complexity_reference_logits<C>(const ComplexityCase&,                        \

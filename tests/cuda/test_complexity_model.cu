@@ -9,11 +9,14 @@
 #include <cpx/cuda/complexity_model.cuh>
 #include <cpx/cuda/prism_model.cuh>
 #include <cpx/cuda/graph.cuh>
+#include <cpx/cuda/host_model.cuh>
 #include <cpx/cuda/greedy_decode.cuh>
 #include <cpx/models/complexity_weights.hpp>
 #include <cpx/models/generation.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <optional>
 #include <type_traits>
 
@@ -293,4 +296,64 @@ TEST_CASE("the model rejects per-layer routing tables, bad token ids and positio
     CHECK_THROWS_AS(model.forward(blas, std::vector<std::int32_t>{3, 4}, 1, std::vector<std::int32_t>{C::max_positions - 1},
                                   logits.data(), gpu::LogitRows::all, nullptr),
                     InputError);
+}
+
+// ---------------------------------------------------------------- the CPU call contract on the GPU
+
+TEST_CASE("generate() drives the GPU model through HostModel to the CPU model's tokens") {
+    using C = testing::ComplexityTiny;
+    const std::vector<std::int64_t> prompt = {5, 17, 200, 3, 99, 42, 7};
+    const int n = 12;
+    gpu::HostModel<gpu::ComplexityModel<C, float>> model(host_weights<C>(testing::complexity_case<C>(41, false)), 2, 16);
+    SlotCache cache(static_cast<index_t>(prompt.size()) + n);
+    CHECK(generate(model, cache, prompt, n) == testing::complexity_cpu_generate<C>(41, prompt, n));
+    CHECK(cache.length() == static_cast<index_t>(prompt.size()) + n - 1);
+}
+
+TEST_CASE("HostModel: whole-sequence logits equal the GPU model's, chunked prefill matches one pass") {
+    using C = testing::ComplexityTiny;
+    const auto w = host_weights<C>(testing::complexity_case<C>(42, false));
+    const auto tokens = random_tokens(2 * 13, C::vocab, 43);
+    const std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
+    const TokenSpan batch[] = {TokenSpan(ids).first(13), TokenSpan(ids).subspan(13)};
+    std::vector<float> got(ids.size() * C::vocab, std::nanf(""));
+    gpu::HostModel<gpu::ComplexityModel<C, float>> wide(w, 2, 26);
+    wide.forward(batch, LogitsAt::all, cpu::rows_of(got.data(), static_cast<index_t>(ids.size()), C::vocab));
+    CHECK(got == gpu_logits<C, float>(testing::complexity_case<C>(42, false), tokens, 2));
+
+    // max_rows 8: 4 tokens per sequence per device call, through the device cache.
+    gpu::HostModel<gpu::ComplexityModel<C, float>> narrow(w, 2, 8);
+    SlotCache a(13), b(13);
+    SlotCache* caches[] = {&a, &b};
+    std::vector<float> chunked(got.size(), std::nanf(""));
+    narrow.extend(caches, batch, LogitsAt::all, cpu::rows_of(chunked.data(), static_cast<index_t>(ids.size()), C::vocab));
+    CHECK(testing::relative_error(chunked, got) < 1e-5);
+    CHECK(a.length() == 13);
+}
+
+TEST_CASE("HostModel refuses what the GPU cannot do, with the CPU model's messages where they agree") {
+    using C = testing::ComplexityTiny;
+    gpu::HostModel<gpu::ComplexityModel<C, float>> model(host_weights<C>(testing::complexity_case<C>(44, false)), 2, 16);
+    std::vector<float> logits(2 * C::vocab);
+    const std::vector<std::int64_t> three = {1, 2, 3}, two = {4, 5}, bad = {1, C::vocab};
+    const TokenSpan uneven[] = {three, two};
+    CHECK(testing::message_of([&] {
+              model.forward(uneven, LogitsAt::last, cpu::rows_of(logits.data(), 2, C::vocab));
+          }).find("sequences of one length per call") != std::string::npos);
+    CHECK(testing::message_of([&] { (void)model.forward(TokenSpan(bad)); }) ==
+          "token id " + std::to_string(C::vocab) + " at position 1 of sequence 0 is outside the vocabulary [0, " +
+              std::to_string(C::vocab) + ")");
+
+    // A cache keeps its slot, and a slot written by another call leaves the older cache stale.
+    SlotCache first(8), second(8);
+    model.extend(first, three, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab));
+    CHECK(testing::message_of([&] { model.extend(second, two, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab)); })
+              == "(no exception)");
+    CHECK(testing::message_of([&] { model.extend(first, two, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab)); })
+              .find("is stale") != std::string::npos);
+    SlotCache* swapped[] = {&second, &first};
+    first.clear();
+    CHECK(testing::message_of([&] {
+              model.decode(swapped, std::vector<std::int64_t>{1, 2}, cpu::rows_of(logits.data(), 2, C::vocab));
+          }).find("keeps its position") != std::string::npos);
 }

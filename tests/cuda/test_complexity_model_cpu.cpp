@@ -1,6 +1,7 @@
 // The host side of test_complexity_model.cu: the CPU tests' random weights, the
 // CPU model's logits and the double-precision spec reference (Eigen stays here).
 #include <cpx/models/complexity_model.hpp>
+#include <cpx/models/generation.hpp>
 
 #include <span>
 
@@ -53,6 +54,14 @@ std::vector<float> complexity_cpu_logits(std::uint64_t seed, bool bf16_weights, 
 }
 
 template <class C>
+std::vector<std::int64_t> complexity_cpu_generate(std::uint64_t seed, const std::vector<std::int64_t>& prompt,
+                                                  int new_tokens) {
+    ComplexityModel<C> model(test_weights<C>(seed));
+    typename ComplexityModel<C>::Cache cache(static_cast<index_t>(prompt.size()) + new_tokens);
+    return generate(model, cache, prompt, new_tokens);
+}
+
+template <class C>
 std::vector<double> complexity_reference_logits(const ComplexityCase& weights, const std::vector<std::int32_t>& tokens,
                                                 int batch) {
     ReferenceWeights ref;
@@ -70,6 +79,7 @@ std::vector<double> complexity_reference_logits(const ComplexityCase& weights, c
 
 #define CPX_COMPLEXITY_REFERENCE(C)                                                                                      \
     template ComplexityCase complexity_case<C>(std::uint64_t, bool);                                                     \
+    template std::vector<std::int64_t> complexity_cpu_generate<C>(std::uint64_t, const std::vector<std::int64_t>&, int); \
     template std::vector<float> complexity_cpu_logits<C>(std::uint64_t, bool, const std::vector<std::int32_t>&, int);    \
     template std::vector<double> complexity_reference_logits<C>(const ComplexityCase&, const std::vector<std::int32_t>&, \
                                                                 int);

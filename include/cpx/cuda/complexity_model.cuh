@@ -53,6 +53,12 @@
 
 namespace cpx::cuda {
 
+/// Whether the GPU model implements configuration C: mu-guided GQA attention and the
+/// paper's MLP (top_k = 1, unit output scales, no learned gates).
+template <ComplexityConfigType C>
+inline constexpr bool runs_on_gpu = C::attention == AttentionKind::mu_gqa && C::top_k == 1 && !C::learned_gates &&
+                                    C::dims.routed_output_scale == 1.0 && C::dims.shared_output_scale == 1.0;
+
 template <ComplexityConfigType C, class T = float>
 class ComplexityModel {
 public:
@@ -64,6 +70,8 @@ public:
                   "the later models' top-k routing runs on the CPU model");
 
     using Config = C;
+    /// The configuration key of the context, named in errors.
+    static constexpr const char* context_key = "max_position_embeddings";
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int heads = C::heads, kv_heads = C::kv_heads, hd = C::head_dim;
     static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;
@@ -212,6 +220,8 @@ public:
     /// written this way are still checked by the kernels (NaN rows + a status record).
     std::int32_t* device_tokens() { return inputs_.tokens(); }
     std::int32_t* device_starts() { return inputs_.starts(); }
+    int max_batch() const { return inputs_.max_batch(); }
+    int max_rows() const { return inputs_.max_rows(); }
 
 private:
     struct Layer {

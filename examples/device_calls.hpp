@@ -1,0 +1,56 @@
+// The bridge between a complexity_run program (host compiler, Eigen) and its
+// --device cuda part (complexity_run_cuda.cu, nvcc): calls cross it in the CPU
+// call contract's own types (token spans, SlotCache handles, host logits
+// rows), so neither side parses the other's headers.
+#pragma once
+
+#include <cpx/cpu/strided.hpp>
+#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/sequence_batch.hpp>
+#include <cpx/models/sequence_model.hpp>
+#include <cpx/models/slot_cache.hpp>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace cpx_example {
+
+/// One model on a device: a call of the CPU contract (no caches: forward; caches: extend).
+struct DeviceCalls {
+    virtual ~DeviceCalls() = default;
+    virtual void call(std::span<const cpx::TokenSpan> batch, std::span<cpx::SlotCache* const> caches,
+                      cpx::LogitsAt at, const cpx::cpu::RowBlock<float>& logits) = 0;
+    /// The device, in words (for the run report).
+    virtual std::string device() const = 0;
+};
+
+/// A model of configuration C on a device, with the CPU models' methods (forward,
+/// extend, decode; SlotCache as its cache), so run_model and generate() drive it as they
+/// drive the CPU model.
+template <class C>
+class DeviceModel : public cpx::SequenceModel<DeviceModel<C>, C, cpx::SlotCache> {
+public:
+    using Config = C;
+    using Cache = cpx::SlotCache;
+    explicit DeviceModel(std::unique_ptr<DeviceCalls> calls) : calls_(std::move(calls)) {}
+    std::string device() const { return calls_->device(); }
+
+private:
+    friend cpx::SequenceModel<DeviceModel, C, cpx::SlotCache>;
+    static constexpr const char* context_key = "max_position_embeddings";
+    void forward_pass(std::span<const cpx::TokenSpan> batch, std::span<Cache* const> caches, cpx::LogitsAt at,
+                      const cpx::cpu::RowBlock<float>& logits, cpx::CallSize) {
+        calls_->call(batch, caches, at, logits);
+    }
+    std::unique_ptr<DeviceCalls> calls_;
+};
+
+/// The model of `weights` on the first CUDA device (complexity_run_cuda.cu, compiled for the
+/// program's preset when it is built with CUDA). Throws when the preset has no GPU model or no
+/// device is usable.
+template <class C, class W>
+std::unique_ptr<DeviceCalls> make_cuda_model(const cpx::ComplexityWeights<C, W>& weights);
+
+}  // namespace cpx_example
