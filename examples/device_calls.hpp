@@ -1,11 +1,11 @@
-// The bridge between a complexity_run program (host compiler, Eigen) and its
-// --device cuda part (complexity_run_cuda.cu, nvcc): calls cross it in the CPU
+// The bridge between a run program (host compiler, Eigen) and its --device
+// cuda part (run_cuda.cu, nvcc): calls cross it in the CPU
 // call contract's own types (token spans, SlotCache handles, host logits
 // rows), so neither side parses the other's headers.
 #pragma once
 
 #include <cpx/cpu/strided.hpp>
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/config/prism_config.hpp>
 #include <cpx/models/sequence_batch.hpp>
 #include <cpx/models/sequence_model.hpp>
 #include <cpx/models/slot_cache.hpp>
@@ -39,7 +39,7 @@ public:
 
 private:
     friend cpx::SequenceModel<DeviceModel, C, cpx::SlotCache>;
-    static constexpr const char* context_key = "max_position_embeddings";
+    static constexpr const char* context_key = cpx::PrismConfigType<C> ? "block_size" : "max_position_embeddings";
     void forward_pass(std::span<const cpx::TokenSpan> batch, std::span<Cache* const> caches, cpx::LogitsAt at,
                       const cpx::cpu::RowBlock<float>& logits, cpx::CallSize) {
         calls_->call(batch, caches, at, logits);
@@ -47,10 +47,10 @@ private:
     std::unique_ptr<DeviceCalls> calls_;
 };
 
-/// The model of `weights` on the first CUDA device (complexity_run_cuda.cu, compiled for the
-/// program's preset when it is built with CUDA). Throws when the preset has no GPU model or no
-/// device is usable.
-template <class C, class W>
-std::unique_ptr<DeviceCalls> make_cuda_model(const cpx::ComplexityWeights<C, W>& weights);
+/// The model of `weights` (ComplexityWeights or PrismWeights of the program's preset, fp32 or
+/// bf16) on the first CUDA device: defined in run_cuda.cu, compiled for the preset when the
+/// program is built with CUDA. Throws when the preset has no GPU model or no device is usable.
+template <class Weights>
+std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights);
 
 }  // namespace cpx_example

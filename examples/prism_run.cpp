@@ -8,6 +8,7 @@
 //   prism_run_<Preset> [--checkpoint DIR] [--seed S] [--tokens 1,2,3] [--generate N]
 //                      [--temperature T] [--top-k K] [--top-p P] [--dtype f32|bf16] [--compute fp32|fp32_packed|bf16]
 //                      [--threads N] [--dump-logits FILE.npy] [--attention-distance] [--print-config]
+//                      [--device cpu|cuda]
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
 #include <cpx/io/prism_config_json.hpp>
@@ -19,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "device_calls.hpp"
 #include "run_common.hpp"
 
 #ifndef CPX_PRESET
@@ -55,6 +57,18 @@ int run(const Options& o) {
     if (!o.save_checkpoint.empty()) {
         cpx::save_prism_checkpoint(weights, o.save_checkpoint);
         std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
+    }
+    if (o.device == "cuda") {
+#ifdef CPX_EXAMPLE_CUDA
+        cpx_example::DeviceModel<Config> model(cpx_example::make_cuda_model(weights));
+        std::printf("device: %s (CUDA): %s weights and activations, fp32 residual stream and accumulation%s\n",
+                    model.device().c_str(), o.bf16 ? "bf16" : "fp32",
+                    o.compute == "fp32" ? "" : " (--compute chooses the CPU arithmetic; ignored here)");
+        return cpx_example::run_model(model, o);
+#else
+        throw cpx_example::UsageError("--device cuda: this program was built without its CUDA part (it needs nvcc "
+                                      "at configure time and " CPX_STR(CPX_PRESET) " in CPX_RUN_CUDA_PRESETS)");
+#endif
     }
     cpx::PrismModel<Config, W> model(std::move(weights));
     cpx_example::apply_compute(model, o);

@@ -1,0 +1,90 @@
+// The --device cuda part of complexity_run_<Preset> and prism_run_<Preset>,
+// compiled by nvcc when the program is built with CUDA: the host weights the
+// program loaded (or drew) are uploaded to the GPU model of its family storing
+// the same type (bf16 stays bf16), behind cuda::HostModel, so the program's
+// prompt pass, logits dump and generate() run unchanged on the GPU.
+#include <cpx/config/presets.hpp>
+#include <cpx/cuda/complexity_model.cuh>
+#include <cpx/cuda/device_query.cuh>
+#include <cpx/cuda/host_model.cuh>
+#include <cpx/cuda/prism_model.cuh>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "device_calls.hpp"
+#include "run_options.hpp"
+
+#ifndef CPX_PRESET
+#error "define CPX_PRESET to a type name in cpx::presets"
+#endif
+
+using Config = cpx::presets::CPX_PRESET;
+
+namespace cpx_example {
+namespace {
+
+/// The host weights and the GPU model of a configuration's family.
+template <class C, class W, bool prism = cpx::PrismConfigType<C>>
+struct Family {
+    using Weights = cpx::ComplexityWeights<C, W>;
+    using Gpu = cpx::cuda::ComplexityModel<C, W>;
+    static constexpr bool on_gpu = cpx::cuda::runs_on_gpu<C>;
+};
+template <class C, class W>
+struct Family<C, W, true> {
+    using Weights = cpx::PrismWeights<C, W>;
+    using Gpu = cpx::cuda::PrismModel<C, W>;
+    static constexpr bool on_gpu = true;
+};
+
+template <class W>
+class CudaCalls final : public DeviceCalls {
+public:
+    explicit CudaCalls(const typename Family<Config, W>::Weights& weights) : model_(weights, 1, max_rows) {}
+
+    void call(std::span<const cpx::TokenSpan> batch, std::span<cpx::SlotCache* const> caches, cpx::LogitsAt at,
+              const cpx::cpu::RowBlock<float>& logits) override {
+        if (caches.empty()) model_.forward(batch, at, logits);
+        else model_.extend(caches, batch, at, logits);
+    }
+
+    std::string device() const override {
+        int id = 0;
+        cudaDeviceProp p{};
+        CPX_CUDA_CHECK(cudaGetDevice(&id));
+        CPX_CUDA_CHECK(cudaGetDeviceProperties(&p, id));
+        return p.name;
+    }
+
+private:
+    /// Tokens per device call: longer prompts run as chunked prefill (HostModel).
+    static constexpr int max_rows = std::min(Config::max_positions, 2048);
+    cpx::cuda::HostModel<typename Family<Config, W>::Gpu> model_;
+};
+
+template <class W>
+std::unique_ptr<DeviceCalls> make(const typename Family<Config, W>::Weights& weights) {
+    if constexpr (!Family<Config, W>::on_gpu) {
+        (void)weights;
+        throw UsageError("--device cuda: the GPU model runs mu-guided GQA attention with the paper's MLP (top_k 1, "
+                         "unit output scales, no learned gates); this preset needs the CPU model");
+    } else {
+        const std::string why = cpx::cuda::no_device_reason();
+        cpx::require<cpx::Error>(why.empty(), "--device cuda: no usable CUDA device (", why, ")");
+        return std::make_unique<CudaCalls<W>>(weights);
+    }
+}
+
+}  // namespace
+
+template <class Weights>
+std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights) {
+    return make<typename Weights::weight_type>(weights);
+}
+
+template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, float>::Weights&);
+template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, cpx::bf16>::Weights&);
+
+}  // namespace cpx_example
