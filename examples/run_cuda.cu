@@ -68,8 +68,8 @@ template <class W>
 std::unique_ptr<DeviceCalls> make(const typename Family<Config, W>::Weights& weights) {
     if constexpr (!Family<Config, W>::on_gpu) {
         (void)weights;
-        throw UsageError("--device cuda: the GPU model runs mu-guided GQA attention with the paper's MLP (top_k 1, "
-                         "unit output scales, no learned gates); this preset needs the CPU model");
+        throw UsageError("--device cuda: the GPU model runs the paper's MLP (top_k 1, unit output scales, no learned "
+                         "gates); this preset needs the CPU model");
     } else {
         const std::string why = cpx::cuda::no_device_reason();
         cpx::require<cpx::Error>(why.empty(), "--device cuda: no usable CUDA device (", why, ")");

@@ -19,6 +19,7 @@ namespace cpx::testing {
 using ComplexityTiny = presets::TinyComplexity;
 using ComplexityDenseTiny = presets::TinyDense;
 using ComplexityRouterTiny = presets::TinyLearnedRouter;
+using ComplexityPrismTiny = presets::TinyComplexityPrism;  ///< PRISM attention inside the decoder
 using ComplexityWide = ComplexityConfig<ComplexityDims{
     .hidden_size = 128, .num_hidden_layers = 2, .num_attention_heads = 2, .num_key_value_heads = 1,
     .intermediate_size = 192, .vocab_size = 97, .max_position_embeddings = 40, .mlp = MlpKind::token_routed,
@@ -63,6 +64,7 @@ CPX_COMPLEXITY_REFERENCE(ComplexityTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityDenseTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityRouterTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityWide)
+CPX_COMPLEXITY_REFERENCE(ComplexityPrismTiny)
 #undef CPX_COMPLEXITY_REFERENCE
 
 }  // namespace cpx::testing

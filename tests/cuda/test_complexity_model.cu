@@ -99,6 +99,10 @@ TEST_CASE("token-routed model with mu guidance (shared expert, GQA groups of 2, 
 
 TEST_CASE("dense SwiGLU model without mu matches the CPU model") { check_whole_sequences<testing::ComplexityDenseTiny>(2); }
 
+TEST_CASE("a decoder with PRISM attention (the layer cuda::PrismModel runs, after RMSNorm) matches the CPU model") {
+    check_whole_sequences<testing::ComplexityPrismTiny>(3);
+}
+
 TEST_CASE("learned-router model (top-1 gated experts, shared expert, mu, one KV head) matches the CPU model") {
     check_whole_sequences<testing::ComplexityRouterTiny>(3);
 }

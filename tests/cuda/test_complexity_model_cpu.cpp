@@ -87,5 +87,6 @@ CPX_COMPLEXITY_REFERENCE(ComplexityTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityDenseTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityRouterTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityWide)
+CPX_COMPLEXITY_REFERENCE(ComplexityPrismTiny)
 
 }  // namespace cpx::testing

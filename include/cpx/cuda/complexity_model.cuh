@@ -18,13 +18,14 @@
 // Calls: `forward` validates ids and positions on the host, copies them to the
 // model's device buffers and enqueues; `enqueue` only reads those buffers and
 // allocates nothing, so a decode step can be captured and replayed.
-// PRISM attention inside this stack is not compiled for the GPU (a
-// static_assert says so); the GPT-2-style PRISM model is cuda::PrismModel.
+// A decoder with PRISM attention (AttentionKind::prism) runs the same PRISM
+// layer as cuda::PrismModel (cuda/prism_attention.cuh) after its RMSNorm.
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
+#include <variant>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/learned_router_mlp.cuh"
 #include "cpx/cuda/mu_guidance.cuh"
+#include "cpx/cuda/prism_attention.cuh"
 #include "cpx/cuda/logit_rows.cuh"
 #include "cpx/cuda/rmsnorm.cuh"
 #include "cpx/cuda/rope.cuh"
@@ -53,17 +55,30 @@
 
 namespace cpx::cuda {
 
-/// Whether the GPU model implements configuration C: mu-guided GQA attention and the
-/// paper's MLP (top_k = 1, unit output scales, no learned gates).
+/// Whether the GPU model implements configuration C: either attention (mu-guided GQA or
+/// PRISM's) and the paper's MLP (top_k = 1, unit output scales, no learned gates).
 template <ComplexityConfigType C>
-inline constexpr bool runs_on_gpu = C::attention == AttentionKind::mu_gqa && C::top_k == 1 && !C::learned_gates &&
-                                    C::dims.routed_output_scale == 1.0 && C::dims.shared_output_scale == 1.0;
+inline constexpr bool runs_on_gpu = C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
+                                    C::dims.shared_output_scale == 1.0;
+
+namespace detail {
+/// The attention shape and cache geometry of a configuration: mu-guided GQA (KV heads of
+/// head_dim) or PRISM (2H heads of D = (d / H) R, PrismAttentionOf<C>).
+template <ComplexityConfigType C, bool prism = C::attention == AttentionKind::prism>
+struct GpuAttentionOf {
+    using Prism = void;
+    static constexpr int cache_heads = C::kv_heads, head_dim = C::head_dim, u_rows = 0;
+};
+template <ComplexityConfigType C>
+struct GpuAttentionOf<C, true> {
+    using Prism = PrismAttentionOf<C>;
+    static constexpr int cache_heads = Prism::physical_heads, head_dim = Prism::head_dim, u_rows = Prism::u_rows;
+};
+}  // namespace detail
 
 template <ComplexityConfigType C, class T = float>
 class ComplexityModel {
 public:
-    static_assert(C::attention == AttentionKind::mu_gqa,
-                  "the GPU COMPLEXITY-DEEP model implements mu-guided GQA attention only");
     static_assert(C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
                       C::dims.shared_output_scale == 1.0,
                   "the GPU COMPLEXITY-DEEP model runs the paper's MLP (top_k = 1, unit output scales, no gates); "
@@ -76,6 +91,9 @@ public:
     static constexpr int heads = C::heads, kv_heads = C::kv_heads, hd = C::head_dim;
     static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;
     static constexpr int in_width = C::use_mu ? 2 * d : d;  ///< the QKV product's input: [a, mu] or a
+    /// PRISM's attention in this stack (AttentionKind::prism): U and lambda per layer, 2H cached heads.
+    static constexpr bool prism = C::attention == AttentionKind::prism;
+    using Gpu = detail::GpuAttentionOf<C>;
 
     /// Uploads `weights` (the model's one tensor description, models/complexity_weights.hpp:
     /// loaded from a checkpoint by load_complexity_checkpoint, drawn by random(seed) or
@@ -87,16 +105,18 @@ public:
     template <class W>
     ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows)
         : inputs_("cuda::ComplexityModel", max_batch, max_rows, vocab, context),
-          rope_(C::rope, hd, context),
-          cache_(layers, max_batch, kv_heads, hd, context),
+          rope_(C::rope, Gpu::head_dim, context),
+          cache_(layers, max_batch, Gpu::cache_heads, Gpu::head_dim, context),
           h_(static_cast<std::size_t>(max_rows) * d),
           a_mu_(static_cast<std::size_t>(max_rows) * in_width),
-          qkv_(static_cast<std::size_t>(max_rows) * qkv_width),
-          attn_(static_cast<std::size_t>(max_rows) * q_width),
+          qkv_(static_cast<std::size_t>(max_rows) * (prism ? Gpu::u_rows : qkv_width)),
+          attn_(static_cast<std::size_t>(max_rows) * (prism ? Gpu::u_rows : q_width)),
+          rotated_(prism ? static_cast<std::size_t>(max_rows) * Gpu::u_rows : 0),
           m_(static_cast<std::size_t>(max_rows) * d),
           h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
         static_assert(ComplexityWeights<C, W>::input_width == in_width && ComplexityWeights<C, W>::qkv_width == qkv_width);
+        if constexpr (prism) prism_rope_.emplace(context);
         if constexpr (C::mlp == MlpKind::learned_router) {
             dispatch_.emplace(C::experts, max_rows);
             router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
@@ -143,20 +163,29 @@ public:
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
             rmsnorm<float, float, T>(h, Vector<const float>(l.input_norm.data(), d), a, C::norm_eps, stream);
-            linear<T, T>(blas, a_mu, StridedMatrix<const T>(l.qkv.data(), qkv_width, in_width, in_width),
-                         WeightLayout::out_in, qkv, 1.0f, 0.0f, stream);
-            const StridedMatrix<T> qk = qkv.columns(0, q_width + kv_width);
-            rope_heads<T, float>(qk, qk, heads + kv_heads, hd, heads, {&rope_, l.q_norm.data()},
-                                 {&rope_, l.k_norm.data()}, inputs_.starts(), S, C::qk_norm_eps, status_.view(), stream);
-            const KvLayer<T> kv = cache_.layer(i);
-            kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
-                            inputs_.starts(), status_.view(), stream);
-            AttentionOptions opt;
-            opt.kernel = kernels_.attention;
-            causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, inputs_.starts(), opt, status_.view(), stream,
-                                &splits_);
-            linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
-                             1.0f, 1.0f, stream);
+            if constexpr (prism) {
+                const PrismAttentionScratch<T> scratch{StridedMatrix<T>(qkv_.data(), rows, Gpu::u_rows, Gpu::u_rows),
+                                                       StridedMatrix<T>(rotated_.data(), rows, Gpu::u_rows, Gpu::u_rows),
+                                                       StridedMatrix<T>(attn_.data(), rows, Gpu::u_rows, Gpu::u_rows)};
+                prism_attention_add<typename Gpu::Prism, T, float>(
+                    blas, a, l.u.data(), l.lambda, *prism_rope_, cache_.layer(i), scratch, inputs_.starts(), S,
+                    kernels_.attention, status_.view(), &splits_, h, stream);
+            } else {
+                linear<T, T>(blas, a_mu, StridedMatrix<const T>(l.qkv.data(), qkv_width, in_width, in_width),
+                             WeightLayout::out_in, qkv, 1.0f, 0.0f, stream);
+                const StridedMatrix<T> qk = qkv.columns(0, q_width + kv_width);
+                rope_heads<T, float>(qk, qk, heads + kv_heads, hd, heads, {&rope_, l.q_norm.data()},
+                                     {&rope_, l.k_norm.data()}, inputs_.starts(), S, C::qk_norm_eps, status_.view(), stream);
+                const KvLayer<T> kv = cache_.layer(i);
+                kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
+                                inputs_.starts(), status_.view(), stream);
+                AttentionOptions opt;
+                opt.kernel = kernels_.attention;
+                causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, inputs_.starts(), opt, status_.view(), stream,
+                                    &splits_);
+                linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
+                                 1.0f, 1.0f, stream);
+            }
 
             rmsnorm<float, float, T>(h, Vector<const float>(l.post_norm.data(), d), m, C::norm_eps, stream);
             if constexpr (C::mlp == MlpKind::token_routed)
@@ -210,7 +239,7 @@ public:
     /// Opt-in tensor-core kernels (KernelChoice); checked against T and the head dim here.
     /// The learned router's experts stay on the SIMT kernel.
     void use_kernels(const KernelChoice& k) {
-        check_kernel_choice<T>(k, hd, "cuda::ComplexityModel");
+        check_kernel_choice<T>(k, Gpu::head_dim, "cuda::ComplexityModel");
         kernels_ = k;
     }
 
@@ -227,6 +256,8 @@ private:
     struct Layer {
         DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
         DeviceBuffer<T> qkv, o, mu_proj;
+        DeviceBuffer<T> u;  ///< PRISM attention: U [2HD, d]
+        float lambda = 0.0f;
         DeviceBuffer<T> gate, up, down, shared_gate_up, shared_down, dense_gate_up, dense_down, router;
         TokenRoutedMlpWeights<T> routed;
         LearnedRouterMlpWeights<T> learned;
@@ -241,10 +272,15 @@ private:
         Layer l;
         l.input_norm = upload_weights<float>(w.input_layernorm);
         l.post_norm = upload_weights<float>(w.post_attention_layernorm);
-        l.q_norm = upload_weights<float>(w.attention.q_norm);
-        l.k_norm = upload_weights<float>(w.attention.k_norm);
-        l.qkv = upload_weights<T>(w.attention.qkv);  // rows q, k, v; columns [W | W_mu]
-        l.o = upload_weights<T>(w.attention.o_proj);
+        if constexpr (prism) {
+            l.u = upload_weights<T>(w.attention.u);
+            l.lambda = w.attention.lambda;
+        } else {
+            l.q_norm = upload_weights<float>(w.attention.q_norm);
+            l.k_norm = upload_weights<float>(w.attention.k_norm);
+            l.qkv = upload_weights<T>(w.attention.qkv);  // rows q, k, v; columns [W | W_mu]
+            l.o = upload_weights<T>(w.attention.o_proj);
+        }
         if constexpr (C::use_mu) {
             l.mu_param = upload_weights<float>(w.mu_guidance.mu);
             l.mu_proj = upload_weights<T>(w.mu_guidance.mu_proj);
@@ -294,10 +330,12 @@ private:
     CallInputs inputs_;  ///< declared first: its size checks run before any allocation
     RopeTable rope_;
     KvCache<T> cache_;
-    AttentionSplits splits_{hd};  ///< key-split decode attention (few sequences)
+    AttentionSplits splits_{Gpu::head_dim};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
     DeviceBuffer<float> h_;
-    DeviceBuffer<T> a_mu_, qkv_, attn_, m_, h_copy_, dense_scratch_;
+    DeviceBuffer<T> a_mu_, qkv_, attn_, rotated_, m_, h_copy_, dense_scratch_;  ///< qkv_ and attn_ hold u and y with PRISM
+    /// PRISM attention's signal and noise tables (nothing for mu-guided attention).
+    std::conditional_t<prism, std::optional<PrismRope<typename Gpu::Prism>>, std::monostate> prism_rope_;
     DeviceBuffer<T> embed_;
     DeviceBuffer<float> norm_, mu_init_;
     std::optional<DeviceRoutingTable> table_;

@@ -41,6 +41,7 @@
 #include "cpx/cuda/kv_cache.cuh"
 #include "cpx/cuda/layernorm.cuh"
 #include "cpx/cuda/logit_rows.cuh"
+#include "cpx/cuda/prism_attention.cuh"
 #include "cpx/cuda/rope.cuh"
 #include "cpx/cuda/weight_upload.cuh"
 #include "cpx/models/prism_weights.hpp"
@@ -65,8 +66,7 @@ public:
     template <class W>
     PrismModel(const PrismWeights<C, W>& weights, int max_batch, int max_rows)
         : inputs_("cuda::PrismModel", max_batch, max_rows, vocab, context),
-          signal_(Attention::signal_rope, D, context),
-          noise_(Attention::noise_rope, D, context),
+          rope_(context),
           cache_(layers, max_batch, 2 * H, D, context),
           x_(static_cast<std::size_t>(max_rows) * d),
           normed_(static_cast<std::size_t>(max_rows) * d),
@@ -119,22 +119,13 @@ public:
             y(y_.data(), rows, width, width), hidden(hidden_.data(), rows, mlp_width, mlp_width);
         embedding<std::int32_t, T, float>(inputs_.tokens(), Matrix<const T>(wte_.data(), vocab, d), x, status_.view(),
                                           stream, wpe_.data(), context, inputs_.starts(), S);
-        const float out_scale = static_cast<float>(1.0 / std::sqrt(Attention::output_scale_squared_inverse));
+        const PrismAttentionScratch<T> scratch{u, rot, y};
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
             layernorm<float, float, T>(x, l.ln_1_w.data(), bias_(l.ln_1_b), normed, C::ln_eps, stream);
-            const StridedMatrix<const T> U(l.u.data(), width, d, d);
-            linear<T, T>(blas, normed, U, WeightLayout::out_in, u, 1.0f, 0.0f, stream);
-            rope_heads<T, float>(u, rot, 2 * H, D, H, {&signal_, nullptr}, {&noise_, nullptr}, inputs_.starts(), S, 0.0f,
-                                 status_.view(), stream);
-            const KvLayer<T> kv = cache_.layer(i);
-            kv_append<T, T>(rot, u, kv, S, inputs_.starts(), status_.view(), stream);
-            AttentionOptions opt;
-            opt.scaled_head_begin = H;
-            opt.scaled_head_factor = -l.lambda;
-            opt.kernel = kernels_.attention;
-            causal_attention<T>(rot, kv, y, 2 * H, S, inputs_.starts(), opt, status_.view(), stream, &splits_);
-            linear<T, float>(blas, y, U, WeightLayout::in_out, x, out_scale, 1.0f, stream);
+            prism_attention_add<Attention, T, float>(blas, normed, l.u.data(), l.lambda, rope_, cache_.layer(i), scratch,
+                                                     inputs_.starts(), S, kernels_.attention, status_.view(), &splits_,
+                                                     x, stream);
 
             layernorm<float, float, T>(x, l.ln_2_w.data(), bias_(l.ln_2_b), normed, C::ln_eps, stream);
             linear<T, T>(blas, normed, StridedMatrix<const T>(l.c_fc.data(), mlp_width, d, d), WeightLayout::out_in,
@@ -190,7 +181,7 @@ private:
 
 
     CallInputs inputs_;  ///< declared first: its size checks run before any allocation
-    RopeTable signal_, noise_;
+    PrismRope<Attention> rope_;
     KvCache<T> cache_;
     AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
