@@ -125,13 +125,19 @@ double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int6
                                 static_cast<int>(sizeof(W)));
 }
 
+/// Batched decode steps of more than gemv_max_rows sequences run their products on the packed
+/// kernels under fp32_packed or bf16 arithmetic (as prefill does); single-sequence steps do not.
 template <ComplexityConfigType C, class W>
-void decode(const std::string& preset, index_t batch, index_t context, int threads) {
-    const std::string key = preset + "/" + dtype_name<W>();
+void decode(const std::string& preset, index_t batch, index_t context, int threads,
+            cpu::Compute compute = cpu::Compute::fp32) {
+    if (compute == cpu::Compute::bf16 && cpu::best_bf16_level() == cpu::Bf16Level::none) return;
+    if (compute == cpu::Compute::fp32_packed && !cpu::gemm_f32_packed_available()) return;
+    const std::string key = preset + "/" + dtype_name<W>() +
+                            (compute == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(compute)));
     const std::string name = "model/complexity/" + key + shape_suffix("decode", batch, "context", context, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model<C, W>(key);
+        auto& m = model<C, W>(key, compute);
         bench::DecodeStep<ComplexityModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
         Work work;
         work.tokens = static_cast<double>(batch);
@@ -146,17 +152,21 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
 void register_all() {
     using namespace presets;
     // 187M (run2): sequence lengths 128-2048 and batch 4 in fp32, the 512-token prefill with bf16 weights,
-    // decode at three cache lengths in both storage types; 1 thread for the scaling figures.
+    // decode at three cache lengths and batched decode (4, 16 sequences) in both storage types; 1 thread
+    // for the scaling figures.
     for (auto [b, t] : {std::pair<index_t, index_t>{1, 128}, {1, 512}, {1, 2048}, {4, 512}})
         prefill<ComplexityDeep187M, float>("187M", b, t, 2);
     prefill<ComplexityDeep187M, float>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, float>("187M", 1, ctx, 2);
-    decode<ComplexityDeep187M, float>("187M", 4, 512, 2);
+    for (index_t batch : {4, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2);
+    decode<ComplexityDeep187M, float>("187M", 16, 512, 2, cpu::Compute::fp32_packed);
     decode<ComplexityDeep187M, float>("187M", 1, 512, 1);
 
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 2);
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
+    for (index_t batch : {4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
+    decode<ComplexityDeep187M, bf16>("187M", 16, 512, 2, cpu::Compute::bf16);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
 
     // bf16 arithmetic (bf16 weights, products in bf16 with fp32 sums): the comparison with
