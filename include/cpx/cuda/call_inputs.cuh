@@ -15,6 +15,7 @@
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/embedding.cuh"
+#include "cpx/cuda/logit_rows.cuh"
 
 namespace cpx::cuda {
 
@@ -65,6 +66,42 @@ private:
     const char* model_;
     int max_batch_, max_rows_, vocab_, context_;
     DeviceBuffer<std::int32_t> tokens_, starts_;
+};
+
+/// The calls both GPU models expose on top of their CallInputs (`inputs_`), DeviceStatus
+/// (`status_`) and `enqueue`, written once (the models befriend it).
+template <class Model>
+class ModelCalls {
+public:
+    /// Copies one call's inputs to the device (CallInputs::set: validated on the host).
+    void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                    cudaStream_t stream) {
+        self().inputs_.set(tokens, batch, starts, stream);
+    }
+
+    /// set_inputs + enqueue: `batch` sequences of tokens.size() / batch tokens.
+    template <class Blas>
+    void forward(Blas& blas, std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
+                 float* logits, LogitRows which, cudaStream_t stream) {
+        set_inputs(tokens, batch, starts, stream);
+        self().enqueue(blas, batch, static_cast<int>(tokens.size()) / batch, logits, which, stream);
+    }
+
+    /// Waits for `stream` and throws InputError if a kernel found an invalid id or position.
+    void check(cudaStream_t stream) const { cself().status_.check(stream, cself().inputs_.model()); }
+
+    /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
+    /// start position [max_batch]. A device-side decoding loop writes the next step's
+    /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
+    /// written this way are still checked by the kernels (NaN rows + a status record).
+    std::int32_t* device_tokens() { return self().inputs_.tokens(); }
+    std::int32_t* device_starts() { return self().inputs_.starts(); }
+    int max_batch() const { return cself().inputs_.max_batch(); }
+    int max_rows() const { return cself().inputs_.max_rows(); }
+
+private:
+    Model& self() { return static_cast<Model&>(*this); }
+    const Model& cself() const { return static_cast<const Model&>(*this); }
 };
 
 }  // namespace cpx::cuda

@@ -77,7 +77,7 @@ struct GpuAttentionOf<C, true> {
 }  // namespace detail
 
 template <ComplexityConfigType C, class T = float>
-class ComplexityModel {
+class ComplexityModel : public ModelCalls<ComplexityModel<C, T>> {
 public:
     static_assert(C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
                       C::dims.shared_output_scale == 1.0,
@@ -134,12 +134,6 @@ public:
         if constexpr (C::use_mu) mu_init_ = upload_weights<float>(weights.mu_init);
         layers_.reserve(layers);
         for (int i = 0; i < layers; ++i) layers_.push_back(upload_layer_<W>(weights.layer(i)));
-    }
-
-    /// Copies one call's inputs to the device (see PrismModel::set_inputs), validated here.
-    void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
-                    cudaStream_t stream) {
-        inputs_.set(tokens, batch, starts, stream);
     }
 
     /// Enqueues the forward pass over the inputs last given to set_inputs. logits:
@@ -224,16 +218,6 @@ public:
                          StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
     }
 
-    /// set_inputs + enqueue.
-    void forward(Blas& blas, std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
-                 float* logits, LogitRows which, cudaStream_t stream) {
-        set_inputs(tokens, batch, starts, stream);
-        enqueue(blas, batch, static_cast<int>(tokens.size()) / batch, logits, which, stream);
-    }
-
-    /// Waits for `stream` and throws InputError if a kernel found an invalid id or position.
-    void check(cudaStream_t stream) const { status_.check(stream, "cuda::ComplexityModel"); }
-
     KvCache<T>& cache() { return cache_; }
 
     /// Opt-in tensor-core kernels (KernelChoice); checked against T and the head dim here.
@@ -243,16 +227,9 @@ public:
         kernels_ = k;
     }
 
-    /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
-    /// start position [max_batch]. A device-side decoding loop writes the next step's
-    /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
-    /// written this way are still checked by the kernels (NaN rows + a status record).
-    std::int32_t* device_tokens() { return inputs_.tokens(); }
-    std::int32_t* device_starts() { return inputs_.starts(); }
-    int max_batch() const { return inputs_.max_batch(); }
-    int max_rows() const { return inputs_.max_rows(); }
-
 private:
+    friend ModelCalls<ComplexityModel>;
+
     struct Layer {
         DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
         DeviceBuffer<T> qkv, o, mu_proj;

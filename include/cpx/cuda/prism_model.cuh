@@ -49,7 +49,7 @@
 namespace cpx::cuda {
 
 template <PrismConfigType C, class T = float>
-class PrismModel {
+class PrismModel : public ModelCalls<PrismModel<C, T>> {
 public:
     using Config = C;
     /// The configuration key of the context, named in errors.
@@ -97,14 +97,6 @@ public:
         }
     }
 
-    /// Copies one call's inputs to the device: `batch` sequences of S = tokens.size() / batch
-    /// tokens each, sequence b at positions [starts[b], starts[b] + S). Everything is
-    /// validated here, on the host.
-    void set_inputs(std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
-                    cudaStream_t stream) {
-        inputs_.set(tokens, batch, starts, stream);
-    }
-
     /// Enqueues the forward pass over the inputs last given to set_inputs (the same
     /// batch and S). logits: device fp32, [batch * S, vocab] (LogitRows::all) or
     /// [batch, vocab] (LogitRows::last). No host synchronisation, no allocation.
@@ -144,16 +136,6 @@ public:
                          StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
     }
 
-    /// set_inputs + enqueue.
-    void forward(Blas& blas, std::span<const std::int32_t> tokens, int batch, std::span<const std::int32_t> starts,
-                 float* logits, LogitRows which, cudaStream_t stream) {
-        set_inputs(tokens, batch, starts, stream);
-        enqueue(blas, batch, static_cast<int>(tokens.size()) / batch, logits, which, stream);
-    }
-
-    /// Waits for `stream` and throws InputError if a kernel found an invalid id or position.
-    void check(cudaStream_t stream) const { status_.check(stream, "cuda::PrismModel"); }
-
     KvCache<T>& cache() { return cache_; }
 
     /// Opt-in tensor-core attention (KernelChoice; PRISM has no experts), checked against T and D here.
@@ -162,16 +144,9 @@ public:
         kernels_ = k;
     }
 
-    /// The device input buffers enqueue reads: token ids [max_rows] and each sequence's
-    /// start position [max_batch]. A device-side decoding loop writes the next step's
-    /// inputs here (cuda::greedy_feedback) instead of calling set_inputs; ids and positions
-    /// written this way are still checked by the kernels (NaN rows + a status record).
-    std::int32_t* device_tokens() { return inputs_.tokens(); }
-    std::int32_t* device_starts() { return inputs_.starts(); }
-    int max_batch() const { return inputs_.max_batch(); }
-    int max_rows() const { return inputs_.max_rows(); }
-
 private:
+    friend ModelCalls<PrismModel>;
+
     struct Layer {
         DeviceBuffer<float> ln_1_w, ln_1_b, ln_2_w, ln_2_b, c_fc_b, c_proj_b;
         DeviceBuffer<T> u, c_fc, c_proj;
