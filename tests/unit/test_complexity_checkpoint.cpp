@@ -71,6 +71,48 @@ TEST_CASE_TEMPLATE("a saved model reloads to identical weights and logits", C, R
     CHECK(logits_of(std::move(loaded)) == want);
 }
 
+TEST_CASE("one checkpoint in every accepted layout, with and without the model. prefix, sharded or not: identical logits") {
+    TempDir base("layouts_base"), sharded("layouts_sharded");
+    auto w = cpx::testing::test_weights<Routed>(21);
+    const auto want = logits_of(w);
+    save_complexity_checkpoint(w, base.path);
+    save_complexity_checkpoint(w, sharded.path, /*max_shard_bytes=*/60000);
+    CHECK(fs::exists(sharded.path / "model.safetensors.index.json"));
+    CHECK(logits_of(load_complexity_checkpoint<Routed>(sharded.path)) == want);
+
+    const std::int64_t E = Routed::experts, d = Routed::hidden, I = Routed::expert_width;
+    struct Layout {
+        const char* name;
+        ExpertLayout expected;
+        std::function<cpx::testing::TensorEdit(const std::string&)> edit;  // given the prefix
+    };
+    const Layout layouts[] = {
+        {"split", ExpertLayout::split_input_major, [](const std::string&) { return cpx::testing::TensorEdit(); }},
+        {"fused", ExpertLayout::fused_input_major, [&](const std::string&) { return cpx::testing::fuse_experts(E, d, I); }},
+        {"per-expert", ExpertLayout::per_expert_linear,
+         [&](const std::string& prefix) { return cpx::testing::per_expert_linear(E, d, I, prefix); }},
+    };
+    for (const Layout& layout : layouts)
+        for (const std::string prefix : {"", "model."}) {
+            CAPTURE(layout.name);
+            CAPTURE(prefix);
+            TempDir dir(std::string("layouts_") + (prefix.empty() ? "bare_" : "prefixed_") + layout.name);
+            const cpx::testing::TensorEdit edit = layout.edit(prefix);
+            rewrite(base.path, dir.path, [&](Tensor& t, std::vector<Tensor>& extra) {
+                const std::size_t before = extra.size();
+                if (edit) edit(t, extra);
+                if (!t.name.empty()) t.name = prefix + t.name;
+                for (std::size_t i = before; i < extra.size(); ++i)
+                    if (!extra[i].name.starts_with(prefix)) extra[i].name = prefix + extra[i].name;
+            });
+            CheckpointReport report;
+            auto loaded = load_complexity_checkpoint<Routed>(dir.path, &report);
+            CHECK(report.expert_layout == layout.expected);
+            CHECK(report.prefix == prefix);
+            CHECK(logits_of(std::move(loaded)) == want);
+        }
+}
+
 TEST_CASE("config.json keys the library does not know are reported, not silently dropped") {
     TempDir dir("extra_keys");
     save_complexity_checkpoint(cpx::testing::test_weights<Routed>(1), dir.path);
