@@ -24,7 +24,6 @@
 #include <string>
 #include <utility>
 
-#include "device_calls.hpp"
 #include "run_common.hpp"
 
 #ifdef CPX_BUILD_ROUTING_HEADER
@@ -107,18 +106,7 @@ int run(const Options& o) {
         cpx::save_complexity_checkpoint(weights, o.save_checkpoint);
         std::printf("checkpoint written to %s\n", o.save_checkpoint.c_str());
     }
-    if (o.device == "cuda") {
-#ifdef CPX_EXAMPLE_CUDA
-        cpx_example::DeviceModel<Config> model(cpx_example::make_cuda_model(weights));
-        std::printf("device: %s (CUDA): %s weights and activations, fp32 residual stream and accumulation%s\n",
-                    model.device().c_str(), o.bf16 ? "bf16" : "fp32",
-                    o.compute == "fp32" ? "" : " (--compute chooses the CPU arithmetic; ignored here)");
-        return cpx_example::run_model(model, o);
-#else
-        throw cpx_example::UsageError("--device cuda: this program was built without its CUDA part (it needs nvcc "
-                                      "at configure time and " CPX_STR(CPX_PRESET) " in CPX_RUN_CUDA_PRESETS)");
-#endif
-    }
+    if (o.device == "cuda") return cpx_example::run_on_cuda<Config>(weights, o, CPX_STR(CPX_PRESET));
     cpx::ComplexityModel<Config, W> model(std::move(weights));
     cpx_example::apply_compute(model, o);
     return cpx_example::run_model(model, o);

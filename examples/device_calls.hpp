@@ -39,7 +39,6 @@ public:
 
 private:
     friend cpx::SequenceModel<DeviceModel, C, cpx::SlotCache>;
-    static constexpr const char* context_key = cpx::PrismConfigType<C> ? "block_size" : "max_position_embeddings";
     void forward_pass(std::span<const cpx::TokenSpan> batch, std::span<Cache* const> caches, cpx::LogitsAt at,
                       const cpx::cpu::RowBlock<float>& logits, cpx::CallSize) {
         calls_->call(batch, caches, at, logits);

@@ -11,6 +11,7 @@
 #include <cpx/models/sequence_batch.hpp>
 #include <cpx/text/tokenizer.hpp>
 
+#include "device_calls.hpp"
 #include "run_options.hpp"
 
 #include <algorithm>
@@ -242,6 +243,24 @@ int run_model(Model& model, const Options& options) {
                 static_cast<long long>(std::max<std::int64_t>(0, stats.generated_tokens - 1)),
                 stats.decode_seconds * 1e3, stats.decode_tokens_per_second());
     return 0;
+}
+
+/// --device cuda: the weights on the first GPU behind the CPU call contract (device_calls.hpp),
+/// then the same run as on the CPU. A program built without its CUDA part says so.
+template <class Config, class Weights>
+int run_on_cuda(const Weights& weights, const Options& o, const char* preset) {
+#ifdef CPX_EXAMPLE_CUDA
+    (void)preset;
+    DeviceModel<Config> model(make_cuda_model(weights));
+    std::printf("device: %s (CUDA): %s weights and activations, fp32 residual stream and accumulation%s\n",
+                model.device().c_str(), o.bf16 ? "bf16" : "fp32",
+                o.compute == "fp32" ? "" : " (--compute chooses the CPU arithmetic; ignored here)");
+    return run_model(model, o);
+#else
+    (void)weights, (void)o;
+    throw UsageError(std::string("--device cuda: this program was built without its CUDA part (it needs nvcc at "
+                                 "configure time and ") + preset + " in CPX_RUN_CUDA_PRESETS)");
+#endif
 }
 
 }  // namespace cpx_example

@@ -38,9 +38,10 @@ std::vector<std::int32_t> probe_tokens() {
     return t;
 }
 
-/// Logits of two sequences of 9 tokens, every row.
-template <class C, class T>
-std::vector<float> logits_of(gpu::ComplexityModel<C, T>& model) {
+/// Logits of two sequences of 9 tokens, every row, from either GPU model.
+template <class Model>
+std::vector<float> logits_of(Model& model) {
+    using C = typename Model::Config;
     const auto tokens = probe_tokens<C>();
     gpu::Blas blas;
     model.cache().poison();
@@ -127,24 +128,15 @@ TEST_CASE("a PRISM checkpoint (fp32 and bf16) loads onto the GPU to the logits o
         for (float& v : values) v = s.init_value + 0.1f * static_cast<float>(rng.normal());
         s.assign(values);
     }
-    const auto tokens = probe_tokens<C>();
-    const auto run = [&](auto& model) {
-        gpu::Blas blas;
-        model.cache().poison();
-        auto logits = testing::poisoned_device<float>(tokens.size() * C::vocab);
-        model.forward(blas, tokens, 2, std::vector<std::int32_t>{0, 0}, logits.data(), gpu::LogitRows::all, nullptr);
-        model.check(nullptr);
-        return logits.download();
-    };
     testing::TempDir dir, dir16;
     save_prism_checkpoint(w, dir.path());
     gpu::PrismModel<C, float> in_memory(w, 2, 18);
     auto loaded = gpu::load_prism_model<C, float>(dir.path(), 2, 18);
-    CHECK(run(loaded) == run(in_memory));
+    CHECK(logits_of(loaded) == logits_of(in_memory));
 
     const auto w16 = convert_weights<bf16>(w);
     save_prism_checkpoint(w16, dir16.path());
     gpu::PrismModel<C, bf16> in_memory16(w16, 2, 18);
     auto loaded16 = gpu::load_prism_model<C, bf16>(dir16.path(), 2, 18);
-    CHECK(run(loaded16) == run(in_memory16));
+    CHECK(logits_of(loaded16) == logits_of(in_memory16));
 }

@@ -6,9 +6,6 @@
 // accessors (attention(i), token_routed_mlp(i), ...) work wherever this
 // header is included; the CPU model includes it.
 
-#include <type_traits>
-#include <utility>
-
 #include "cpx/cpu/expert_dispatch.hpp"
 #include "cpx/cpu/learned_router_mlp.hpp"
 #include "cpx/cpu/mu_gqa_attention.hpp"
@@ -74,9 +71,5 @@ template <ComplexityConfigType C, class W>
 cpu::MuGuidanceWeights<W> cpu_view(const MuGuidanceParams<C, W>& p) {
     return {p.mu.data(), cpu::rows_of<const W>(p.mu_proj.data(), C::hidden, C::hidden)};
 }
-
-/// The CPU view type of a layer's parameters.
-template <class P>
-using CpuViewOf = decltype(cpu_view(std::declval<const P&>()));
 
 }  // namespace cpx

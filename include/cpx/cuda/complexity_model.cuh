@@ -85,8 +85,6 @@ public:
                   "the later models' top-k routing runs on the CPU model");
 
     using Config = C;
-    /// The configuration key of the context, named in errors.
-    static constexpr const char* context_key = "max_position_embeddings";
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int heads = C::heads, kv_heads = C::kv_heads, hd = C::head_dim;
     static constexpr int q_width = C::q_width, kv_width = C::kv_width, qkv_width = q_width + 2 * kv_width;

@@ -61,11 +61,9 @@ public:
 
 private:
     friend SequenceModel<HostModel, Config, SlotCache>;
-    static constexpr const char* context_key = M::context_key;
 
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                       const cpu::RowBlock<float>& logits, CallSize size) {
-        if (size.rows == 0) return;
         const int B = static_cast<int>(batch.size());
         const std::size_t S = batch[0].size();
         for (std::size_t s = 1; s < batch.size(); ++s)

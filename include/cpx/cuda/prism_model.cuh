@@ -52,8 +52,6 @@ template <PrismConfigType C, class T = float>
 class PrismModel : public ModelCalls<PrismModel<C, T>> {
 public:
     using Config = C;
-    /// The configuration key of the context, named in errors.
-    static constexpr const char* context_key = "block_size";
     using Attention = PrismAttentionOf<C>;
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int H = C::heads, D = C::head_dim, width = C::u_rows, mlp_width = C::mlp_width;

@@ -4,7 +4,6 @@
 // buffer by buffer, converted to the device storage type on the host (round to
 // nearest even; a plain copy when the types are equal) and uploaded once.
 
-#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -16,8 +15,8 @@ namespace cpx::cuda {
 /// A host buffer (float, bf16 or fp16 values) on the device as T.
 template <class T, class W, class A>
 DeviceBuffer<T> upload_weights(const std::vector<W, A>& host) {
-    if constexpr (std::is_same_v<T, W> && std::is_same_v<A, std::allocator<W>>) {
-        return DeviceBuffer<T>(host);
+    if constexpr (std::is_same_v<T, W>) {
+        return DeviceBuffer<T>(std::vector<T>(host.begin(), host.end()));  // the host buffers are aligned vectors
     } else {
         std::vector<T> converted(host.size());
         for (std::size_t i = 0; i < host.size(); ++i) converted[i] = from_float<T>(to_float(host[i]));

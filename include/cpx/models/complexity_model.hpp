@@ -140,14 +140,12 @@ private:
         std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
 
     friend SequenceModel<ComplexityModel, C, Cache>;
-    static constexpr const char* context_key = "max_position_embeddings";  ///< named in errors
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                       const cpu::RowBlock<float>& logits, CallSize size) {
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
-        if (n == 0) return;
 
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         tokens_.clear();

@@ -14,6 +14,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/aligned_buffer.hpp"
 #include "cpx/cpu/strided.hpp"
+#include "cpx/models/cache_positions.hpp"
 
 namespace cpx {
 
@@ -46,7 +47,7 @@ template <class C>
 concept KVCacheConfig = requires { KVCacheShape<C>::heads; };
 
 template <KVCacheConfig C, class KV = float>
-class KVCache {
+class KVCache : public CachePositions {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "the KV cache stores float or bf16");
 
     using Shape = KVCacheShape<C>;
@@ -56,26 +57,12 @@ public:
     using value_type = KV;
 
     /// Room for `capacity` positions (at most the configuration's context).
-    explicit KVCache(index_t capacity = Shape::max_positions) : capacity_(capacity) {
+    explicit KVCache(index_t capacity = Shape::max_positions) : CachePositions(capacity) {
         require<InputError>(capacity > 0 && capacity <= Shape::max_positions, "KV cache: capacity ", capacity,
                             " outside [1, ", Shape::max_positions, "] (", Shape::context_name, ")");
         const std::size_t n = static_cast<std::size_t>(Shape::layers * layer_width) * static_cast<std::size_t>(capacity);
         keys_.assign(n, KV{});
         values_.assign(n, KV{});
-    }
-
-    index_t capacity() const { return capacity_; }
-    /// Positions already cached: the next token goes to this position.
-    index_t length() const { return length_; }
-    /// Positions still free.
-    index_t remaining() const { return capacity_ - length_; }
-
-    /// Forgets everything (the storage is kept).
-    void clear() { length_ = 0; }
-    /// Keeps the first n positions, e.g. to reuse a shared prompt prefix.
-    void truncate(index_t n) {
-        require<InputError>(n >= 0 && n <= length_, "KV cache: cannot truncate ", length_, " positions to ", n);
-        length_ = n;
     }
 
     /// This layer's keys / values as [capacity] rows of the cached heads.
@@ -86,24 +73,16 @@ public:
 
     std::size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(KV); }
 
-    /// Marks n more positions as filled (the model calls this after a step).
-    void advance(index_t n) {
-        require<InputError>(n >= 0 && length_ + n <= capacity_, "KV cache: ", length_, " + ", n,
-                            " positions exceed its capacity of ", capacity_);
-        length_ += n;
-    }
-
 private:
     template <class T>
     cpu::HeadRows<T> view(T* base, int layer) const {
         require<InputError>(layer >= 0 && layer < Shape::layers, "KV cache: no layer ", layer);
-        T* data = base + static_cast<std::size_t>(layer * layer_width) * static_cast<std::size_t>(capacity_);
-        return {data, capacity_, Shape::heads, Shape::head_dim, Shape::head_dim, capacity_ * Shape::head_dim};
+        const index_t cap = capacity();
+        T* data = base + static_cast<std::size_t>(layer * layer_width) * static_cast<std::size_t>(cap);
+        return {data, cap, Shape::heads, Shape::head_dim, Shape::head_dim, cap * Shape::head_dim};
     }
 
     cpu::AlignedVector<KV> keys_, values_;
-    index_t capacity_ = 0;
-    index_t length_ = 0;
 };
 
 }  // namespace cpx

@@ -106,14 +106,12 @@ public:
 
 private:
     friend SequenceModel<PrismModel, C, Cache>;
-    static constexpr const char* context_key = "block_size";  ///< named in errors
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                       const cpu::RowBlock<float>& logits, CallSize size) {
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
-        if (n == 0) return;
 
         const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);

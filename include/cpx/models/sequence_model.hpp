@@ -4,11 +4,11 @@
 // chunked prefill, decode), one-token decode steps and the logits-row count.
 // Each model supplies one `forward_pass(batch, caches, at, logits, size)`;
 // the front end validates the call first (sequence_batch.hpp: the same checks
-// and messages for both models) and works out its size.
+// and messages for both models, the context named by KVCacheShape) and works
+// out its size; calls of no tokens end there.
 //
 //   class MyModel : public SequenceModel<MyModel, Config, Cache> {
 //       friend SequenceModel<MyModel, Config, Cache>;
-//       static constexpr const char* context_key = "max_position_embeddings";  // named in errors
 //       void forward_pass(std::span<const TokenSpan>, std::span<Cache* const>, LogitsAt,
 //                         const cpu::RowBlock<float>&, CallSize);
 //   };
@@ -21,6 +21,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/sequence_rows.hpp"
 #include "cpx/cpu/strided.hpp"
+#include "cpx/models/kv_cache.hpp"
 #include "cpx/models/sequence_batch.hpp"
 
 namespace cpx {
@@ -107,7 +108,8 @@ public:
 private:
     void run_(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
               const cpu::RowBlock<float>& logits) {
-        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions, Model::context_key);
+        validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions,
+                                       KVCacheShape<C>::context_name);
         CallSize size;
         size.sequences = static_cast<index_t>(batch.size());
         for (std::size_t s = 0; s < batch.size(); ++s) {
@@ -115,6 +117,7 @@ private:
             size.max_keys = std::max(size.max_keys, caches.empty() ? static_cast<index_t>(batch[s].size())
                                                                    : caches[s]->capacity());
         }
+        if (size.rows == 0) return;  // nothing to compute, no logits rows, no cache moves
         static_cast<Model&>(*this).forward_pass(batch, caches, at, logits, size);
     }
 
