@@ -22,7 +22,7 @@
 // Weights are N(0, 0.02) values tiled from one block of normals (vectors at
 // their initial values: norm weights and mu 1, mu_init 0): timing does not
 // depend on the values. The routing table is modulo (expert = id mod E),
-// balanced for the uniformly drawn prompts. Without a CUDA device the binary says so and exits 77.
+// balanced for the uniformly drawn prompts (route r of a top-k model: (id + r) mod E). Without a CUDA device the binary says so and exits 77.
 #include "bench_counters.hpp"
 
 #include <cpx/config/model_counts.hpp>
@@ -358,6 +358,10 @@ void register_all() {
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep187M>("187M", ctx);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900, tc);
+    // The authors' later top-2 model (two routes per token, learned gates, per-call routing).
+    prefill<TrMoe306>("tr-moe-306", 8, 2048);
+    prefill<TrMoe306>("tr-moe-306", 8, 2048, tc);
+    decode<TrMoe306>("tr-moe-306", 512);
 }
 
 }  // namespace

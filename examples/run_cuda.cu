@@ -30,13 +30,11 @@ template <class C, class W, bool prism = cpx::PrismConfigType<C>>
 struct Family {
     using Weights = cpx::ComplexityWeights<C, W>;
     using Gpu = cpx::cuda::ComplexityModel<C, W>;
-    static constexpr bool on_gpu = cpx::cuda::runs_on_gpu<C>;
 };
 template <class C, class W>
 struct Family<C, W, true> {
     using Weights = cpx::PrismWeights<C, W>;
     using Gpu = cpx::cuda::PrismModel<C, W>;
-    static constexpr bool on_gpu = true;
 };
 
 template <class W>
@@ -66,15 +64,9 @@ private:
 
 template <class W>
 std::unique_ptr<DeviceCalls> make(const typename Family<Config, W>::Weights& weights) {
-    if constexpr (!Family<Config, W>::on_gpu) {
-        (void)weights;
-        throw UsageError("--device cuda: the GPU model runs the paper's MLP (top_k 1, unit output scales, no learned "
-                         "gates); this preset needs the CPU model");
-    } else {
-        const std::string why = cpx::cuda::no_device_reason();
-        cpx::require<cpx::Error>(why.empty(), "--device cuda: no usable CUDA device (", why, ")");
-        return std::make_unique<CudaCalls<W>>(weights);
-    }
+    const std::string why = cpx::cuda::no_device_reason();
+    cpx::require<cpx::Error>(why.empty(), "--device cuda: no usable CUDA device (", why, ")");
+    return std::make_unique<CudaCalls<W>>(weights);
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 namespace cpx::testing {
 
 /// The configurations the GPU tests run: token-routed with mu (head dim 16),
-/// dense without mu, the learned router (multi-query), and token-routed without
-/// mu or shared expert at head dim 64.
+/// dense without mu, the learned router (multi-query), token-routed without
+/// mu or shared expert at head dim 64, and the authors' later MLP: top-2 with
+/// learned gates and per-layer tables, and every expert for every token with
+/// output scales.
 using ComplexityTiny = presets::TinyComplexity;
 using ComplexityDenseTiny = presets::TinyDense;
 using ComplexityRouterTiny = presets::TinyLearnedRouter;
@@ -24,13 +26,20 @@ using ComplexityWide = ComplexityConfig<ComplexityDims{
     .hidden_size = 128, .num_hidden_layers = 2, .num_attention_heads = 2, .num_key_value_heads = 1,
     .intermediate_size = 192, .vocab_size = 97, .max_position_embeddings = 40, .mlp = MlpKind::token_routed,
     .num_experts = 3, .shared_expert = false, .use_mu_guidance = false}>;
+using ComplexityTopKTiny = presets::TinyTopK;
+using ComplexityTopAll = ComplexityConfig<ComplexityDims{
+    .hidden_size = 64, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .intermediate_size = 96, .vocab_size = 131, .max_position_embeddings = 40, .mlp = MlpKind::token_routed,
+    .num_experts = 3, .shared_expert = true, .use_mu_guidance = true, .top_k = 3, .routed_output_scale = 0.8,
+    .shared_output_scale = 1.2}>;
 
 /// One test model: the CPU tests' random weights (testing::test_weights: every
 /// feature exercised, mu clamps active) by checkpoint name, stored as fp32 or
-/// rounded to bf16, and the token_to_expert table (empty unless token-routed).
+/// rounded to bf16, and each layer's [top_k, V] routing table (none unless
+/// token-routed; the paper's models route every layer alike, the later ones not).
 struct ComplexityCase {
     NamedTensors tensors;
-    std::vector<std::int32_t> table;
+    std::vector<std::vector<std::int32_t>> routes;
 };
 
 template <class C>
@@ -65,6 +74,8 @@ CPX_COMPLEXITY_REFERENCE(ComplexityDenseTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityRouterTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityWide)
 CPX_COMPLEXITY_REFERENCE(ComplexityPrismTiny)
+CPX_COMPLEXITY_REFERENCE(ComplexityTopKTiny)
+CPX_COMPLEXITY_REFERENCE(ComplexityTopAll)
 #undef CPX_COMPLEXITY_REFERENCE
 
 }  // namespace cpx::testing

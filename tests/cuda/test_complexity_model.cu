@@ -1,7 +1,8 @@
 // The GPU COMPLEXITY-DEEP model against the CPU model (cpx::ComplexityModel) and
 // the double-precision spec reference, on the CPU tests' random weights
 // (test_complexity_model_cpu.cpp): token-routed with mu guidance, dense, the
-// learned router, head dims 16 and 64, chunked prefill and decode over the KV
+// learned router, the authors' later top-k MLP (route weights, scales, gates,
+// per-layer tables), head dims 16 and 64, chunked prefill and decode over the KV
 // cache, bf16/fp16 storage, and a decode step (routing included) captured in a
 // CUDA graph.
 #include <doctest/doctest.h>
@@ -60,7 +61,8 @@ testing::ComplexityCase rounded_case(testing::ComplexityCase c) {
 template <class C>
 ComplexityWeights<C> host_weights(const testing::ComplexityCase& c) {
     auto w = testing::weights_from<ComplexityWeights<C>>(c.tensors);
-    if constexpr (C::mlp == MlpKind::token_routed) w.set_routing(c.table);
+    if constexpr (C::mlp == MlpKind::token_routed)
+        for (int l = 0; l < C::layers; ++l) w.set_layer_routes(l, c.routes[static_cast<std::size_t>(l)]);
     return w;
 }
 
@@ -109,6 +111,28 @@ TEST_CASE("learned-router model (top-1 gated experts, shared expert, mu, one KV 
 
 TEST_CASE("token-routed model without mu or shared expert at head dim 64 matches the CPU model") {
     check_whole_sequences<testing::ComplexityWide>(4);
+}
+
+// The authors' later MLP (docs/MODELS.md §8.5) on the GPU: every (token, route) pair is a row of
+// the grouped products, weighted and summed into the residual after them.
+TEST_CASE("top-2 routing with route weights, learned gates and per-layer tables matches the CPU model") {
+    check_whole_sequences<testing::ComplexityTopKTiny>(21);
+}
+
+TEST_CASE("every expert for every token (top_k = E) with output scales matches the CPU model") {
+    check_whole_sequences<testing::ComplexityTopAll>(22);
+}
+
+TEST_CASE("the paper's top-1 MLP with a different table per layer routes each layer by its own table") {
+    using C = testing::ComplexityTiny;
+    auto w = testing::complexity_case<C>(23, false);
+    std::rotate(w.routes[1].begin(), w.routes[1].begin() + 1, w.routes[1].end());  // layer 1 differs
+    const int batch = 2, T = 15;
+    const auto tokens = random_tokens(batch * T, C::vocab, 24);
+    const auto shared = testing::complexity_case<C>(23, false);
+    const auto got = gpu_logits<C, float>(w, tokens, batch);
+    CHECK(testing::relative_error(got, testing::complexity_reference_logits<C>(w, tokens, batch)) < 1e-5);
+    CHECK(testing::relative_error(got, testing::complexity_reference_logits<C>(shared, tokens, batch)) > 1e-3);
 }
 
 TEST_CASE("chunked prefill then decode over the KV cache reproduce each position's logits") {
@@ -161,8 +185,10 @@ TEST_CASE("bf16 and fp16 storage stay within 2e-2 of the references on the same 
     }
 }
 
-TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, replays correctly at every position") {
-    using C = testing::ComplexityTiny;
+// Prefill, one eager decode step, then decode steps replayed from one captured CUDA graph, each
+// position's logits against the CPU model's.
+template <class C>
+void check_graph_decode() {
     const auto w = testing::complexity_case<C>(11, false);
     const int batch = 4, prompt = 8, steps = 6, total = prompt + steps, V = C::vocab;
     const auto tokens = random_tokens(batch * total, V, 13);
@@ -198,6 +224,14 @@ TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, rep
         for (int b = 0; b < batch; ++b)
             CHECK_MESSAGE(testing::relative_error(row(got, b, V), row(want, b * total + pos, V)) < 1e-5, "position ", pos);
     }
+}
+
+TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, replays correctly at every position") {
+    check_graph_decode<testing::ComplexityTiny>();
+}
+
+TEST_CASE("top-2 decode steps routed per layer on the device, captured in a CUDA graph, replay correctly") {
+    check_graph_decode<testing::ComplexityTopKTiny>();
 }
 
 // The opt-in tensor-core kernels (attention of the 24-token prefill, the experts' grouped GEMMs)
@@ -282,15 +316,9 @@ TEST_CASE("greedy generation closed on the device (argmax into the model's input
     CHECK_THROWS_AS(model.check(stream), InputError);
 }
 
-TEST_CASE("the model rejects per-layer routing tables, bad token ids and positions past the context") {
+TEST_CASE("the model rejects bad token ids and positions past the context") {
     using C = testing::ComplexityTiny;
     const auto w = testing::complexity_case<C>(14, false);
-    auto per_layer = host_weights<C>(w);
-    std::vector<std::int32_t> other(per_layer.layers[1].routes);
-    std::rotate(other.begin(), other.begin() + 1, other.end());
-    per_layer.set_layer_routes(1, other);
-    CHECK(testing::message_of([&] { (void)gpu::ComplexityModel<C, float>(per_layer, 1, 8); })
-              .find("different routing tables") != std::string::npos);
     gpu::Blas blas;
     gpu::ComplexityModel<C, float> model(host_weights<C>(w), 1, 8);
     gpu::DeviceBuffer<float> logits(8 * C::vocab);

@@ -4,6 +4,7 @@
 #include <cpx/models/generation.hpp>
 
 #include <span>
+#include <string>
 
 #include "complexity_cpu_reference.hpp"
 #include "complexity_reference.hpp"
@@ -20,10 +21,8 @@ ComplexityCase case_of(const ComplexityWeights<C, W>& w) {
         s.extract(v);
         out.tensors.emplace(s.name, std::move(v));
     }
-    if constexpr (C::mlp == MlpKind::token_routed) {  // the paper's models: one table for every layer
-        require<InputError>(w.routes_shared_by_layers(), "the GPU model takes one routing table for every layer");
-        out.table.assign(w.primary_routes(0).begin(), w.primary_routes(0).end());
-    }
+    if constexpr (C::mlp == MlpKind::token_routed)
+        for (const auto& l : w.layers) out.routes.push_back(l.routes);
     return out;
 }
 
@@ -66,7 +65,9 @@ std::vector<double> complexity_reference_logits(const ComplexityCase& weights, c
                                                 int batch) {
     ReferenceWeights ref;
     for (const auto& [name, v] : weights.tensors) ref.tensors[name].assign(v.begin(), v.end());
-    ref.token_to_expert.assign(weights.table.begin(), weights.table.end());
+    for (std::size_t l = 0; l < weights.routes.size(); ++l)
+        ref.tables["layers." + std::to_string(l) + ".mlp.topk_token_to_expert"].assign(weights.routes[l].begin(),
+                                                                                      weights.routes[l].end());
     const std::size_t T = tokens.size() / static_cast<std::size_t>(batch);
     std::vector<double> out;
     for (int b = 0; b < batch; ++b) {
@@ -88,5 +89,7 @@ CPX_COMPLEXITY_REFERENCE(ComplexityDenseTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityRouterTiny)
 CPX_COMPLEXITY_REFERENCE(ComplexityWide)
 CPX_COMPLEXITY_REFERENCE(ComplexityPrismTiny)
+CPX_COMPLEXITY_REFERENCE(ComplexityTopKTiny)
+CPX_COMPLEXITY_REFERENCE(ComplexityTopAll)
 
 }  // namespace cpx::testing

@@ -1,12 +1,14 @@
-// Token routing on the GPU: the CUB dispatch against a host stable sort, the
-// grouped expert GEMMs and the whole token-routed MLP (routed + shared expert)
-// against a double-precision reference that dispatches per token, and a decode
-// step captured in a CUDA graph and replayed on new tokens.
+// Token routing on the GPU: the CUB dispatch against a host stable sort (one
+// route and top-k pairs), the grouped expert GEMMs and the whole token-routed
+// MLP (routed + shared expert, route weights and output scales) against a
+// double-precision reference that dispatches per token, and a decode step
+// captured in a CUDA graph and replayed on new tokens.
 #include <doctest/doctest.h>
 
 #include <cpx/cuda/graph.cuh>
 #include <cpx/cuda/learned_router_mlp.cuh>
 #include <cpx/cuda/token_routed_mlp.cuh>
+#include <cpx/router/top_k_routing.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +40,11 @@ std::vector<std::int32_t> make_table(int vocab, int experts, int empty_expert, s
     return table;
 }
 
+// A [k, V] table of random routes, each token's routes distinct (the cyclic rule on a random primary).
+std::vector<std::int32_t> make_top_k_table(int vocab, int experts, int k, std::uint64_t seed) {
+    return router::cyclic_routes(make_table(vocab, experts, -1, seed), k, experts);
+}
+
 double silu_d(double z) { return z / (1.0 + std::exp(-z)); }
 
 // Host model of one token-routed MLP: weights as floats (already rounded to the storage type).
@@ -49,37 +56,46 @@ struct HostMlp {
     // h + R(m) + S(m) per token, dispatching each token to its own expert.
     std::vector<double> apply(const std::vector<float>& m, const std::vector<float>& h, const std::vector<int>& expert,
                               int rows) const {
+        return apply_routes(m, h, expert, 1, RouteMix{}, rows);
+    }
+
+    // h + g_s S(m) + sum_r m_r E_{routes[n * k + r]}(m) per token (layers/route_mix.hpp's factors).
+    std::vector<double> apply_routes(const std::vector<float>& m, const std::vector<float>& h,
+                                     const std::vector<int>& routes, int k, RouteMix mix, int rows) const {
         std::vector<double> out(h.begin(), h.end());
         std::vector<double> act(std::max(ie, is));
         for (int r = 0; r < rows; ++r) {
             const float* x = &m[r * d];
-            const int e = expert[r];
-            for (int j = 0; j < ie; ++j) {
-                double g = 0, u = 0;
-                for (int k = 0; k < d; ++k) {
-                    g += double(x[k]) * gate[(e * d + k) * ie + j];
-                    u += double(x[k]) * up[(e * d + k) * ie + j];
+            for (int route = 0; route < k; ++route) {
+                const int e = routes[r * k + route];
+                const double factor = mix.route(route);
+                for (int j = 0; j < ie; ++j) {
+                    double g = 0, u = 0;
+                    for (int c = 0; c < d; ++c) {
+                        g += double(x[c]) * gate[(e * d + c) * ie + j];
+                        u += double(x[c]) * up[(e * d + c) * ie + j];
+                    }
+                    act[j] = silu_d(g) * u;
                 }
-                act[j] = silu_d(g) * u;
-            }
-            for (int n = 0; n < d; ++n) {
-                double s = 0;
-                for (int j = 0; j < ie; ++j) s += act[j] * down[(e * ie + j) * d + n];
-                out[r * d + n] += s;
+                for (int n = 0; n < d; ++n) {
+                    double s = 0;
+                    for (int j = 0; j < ie; ++j) s += act[j] * down[(e * ie + j) * d + n];
+                    out[r * d + n] += factor * s;
+                }
             }
             if (is == 0) continue;
             for (int j = 0; j < is; ++j) {
                 double g = 0, u = 0;
-                for (int k = 0; k < d; ++k) {
-                    g += double(x[k]) * s_gate_up[j * d + k];
-                    u += double(x[k]) * s_gate_up[(is + j) * d + k];
+                for (int c = 0; c < d; ++c) {
+                    g += double(x[c]) * s_gate_up[j * d + c];
+                    u += double(x[c]) * s_gate_up[(is + j) * d + c];
                 }
                 act[j] = silu_d(g) * u;
             }
             for (int n = 0; n < d; ++n) {
                 double s = 0;
                 for (int j = 0; j < is; ++j) s += act[j] * s_down[n * is + j];
-                out[r * d + n] += s;
+                out[r * d + n] += double(mix.shared) * s;
             }
         }
         return out;
@@ -131,7 +147,7 @@ std::vector<float> run_mlp(gpu::Blas& blas, gpu::ExpertDispatch& dispatch, const
     const int rows = static_cast<int>(tokens.size());
     gpu::DeviceBuffer<std::int64_t> dtok(tokens);
     auto dm = testing::upload_as<T>(m), dh = testing::upload_as<T>(h);
-    gpu::TokenRoutedMlpWorkspace<T> ws(dispatch.max_tokens(), host.ie, host.is);
+    gpu::TokenRoutedMlpWorkspace<T> ws(dispatch.max_tokens(), host.ie, host.is, dispatch.max_routes(), host.d);
     dispatch.route(dtok.data(), rows, table, nullptr);
     gpu::token_routed_mlp_add<T>(blas, dispatch, StridedMatrix<const T>(dm.data(), rows, host.d, host.d), mlp.weights,
                                   ws, StridedMatrix<T>(dh.data(), rows, host.d, host.d), nullptr, kernel);
@@ -180,10 +196,79 @@ TEST_CASE("routing by given expert ids (the learned router's argmax) uses the sa
     CHECK(read_ints(dispatch.permutation(), rows) == perm);
 }
 
-TEST_CASE("the dispatch rejects more tokens than it was sized for") {
+TEST_CASE("the dispatch rejects more tokens or routes than it was sized for") {
     gpu::ExpertDispatch dispatch(4, 8);
     gpu::DeviceBuffer<std::int32_t> ids(16);
     CHECK_THROWS_AS(dispatch.route_ids(ids.data(), 9, nullptr), ShapeError);
+    const auto two_routes = make_top_k_table(11, 4, 2, 5);
+    gpu::DeviceRoutingTable dtable(TopKRouting(two_routes, 2, 4));
+    gpu::DeviceBuffer<std::int64_t> tokens(std::vector<std::int64_t>(4, 1));
+    CHECK_THROWS_AS(dispatch.route(tokens.data(), 4, dtable, nullptr), ShapeError);  // sized for one route
+    CHECK_THROWS_AS(gpu::ExpertDispatch(4, 8, 5), ShapeError);                       // more routes than experts
+}
+
+// ---------------------------------------------------------------- top-k routing (docs/MODELS.md §8.5)
+
+TEST_CASE("top-k routing sorts every (token, route) pair by expert; the sources are the pairs' tokens") {
+    const int V = 101, E = 4, k = 3;
+    const auto table = make_top_k_table(V, E, k, 3);
+    gpu::DeviceRoutingTable dtable(TopKRouting(table, k, E));
+    gpu::ExpertDispatch dispatch(E, 130, k);
+    for (int rows : {1, 7, 65, 130}) {
+        auto ids = testing::random_ints(rows, -3, V + 3, 200 + rows);  // a few ids outside [0, V): clamped
+        const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
+        gpu::DeviceBuffer<std::int64_t> dtok(tokens);
+        dispatch.route(dtok.data(), rows, dtable, nullptr);
+        CPX_CUDA_CHECK(cudaDeviceSynchronize());
+        REQUIRE(dispatch.count() == rows * k);
+
+        // Pair p = r * rows + n is route r of token n.
+        std::vector<int> expert(rows * k);
+        for (int p = 0; p < rows * k; ++p) expert[p] = table[(p / rows) * V + clamp_token(tokens[p % rows], V)];
+        std::vector<std::int32_t> perm(rows * k), sources(rows * k);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return expert[a] < expert[b]; });
+        for (int i = 0; i < rows * k; ++i) sources[i] = perm[i] % rows;
+        std::vector<std::int32_t> offsets(E + 1, 0);
+        for (int e : expert) ++offsets[e + 1];
+        std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+
+        CHECK(read_ints(dispatch.permutation(), rows * k) == perm);
+        CHECK(read_ints(dispatch.sources(), rows * k) == sources);
+        CHECK(read_ints(dispatch.offsets(), E + 1) == offsets);
+    }
+}
+
+// fp32 as above: each output sums top_k experts' products in a different order: ~1e-6.
+TEST_CASE("the top-k MLP (route weights, output scales) matches the per-token reference for top_k 1, 2 and E") {
+    const int V = 257, E = 4, d = 64, ie = 48, is = 40;
+    const HostMlp host = make_host_mlp<float>(d, ie, is, E, 140);
+    gpu::Blas blas;
+    struct Case {
+        int k;
+        RouteMix mix;
+    };
+    // top-1 with a routed scale (the pair path with one route), top-2 0.7 / 0.3 with gates 0.6 / 1.3,
+    // and every expert for every token with the default 0.95 primary weight.
+    for (const Case c : {Case{1, {0.8f, 1.25f, 0.0f}}, Case{2, {0.6f, 1.3f * 0.7f, 1.3f * 0.3f}},
+                         Case{E, {1.0f, 0.95f, 0.05f / 3}}}) {
+        CAPTURE(c.k);
+        const auto table = make_top_k_table(V, E, c.k, 141 + c.k);
+        gpu::DeviceRoutingTable dtable(TopKRouting(table, c.k, E));
+        gpu::ExpertDispatch dispatch(E, 150, c.k);
+        DeviceMlp<float> weighted(host);
+        weighted.weights.mix = c.mix;
+        for (int rows : {1, 33, 150}) {
+            const auto ids = testing::random_ints(rows, 0, V - 1, 150 + rows);
+            const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
+            const auto m = testing::random_normal(rows * d, 160 + rows), h = testing::random_normal(rows * d, 170 + rows);
+            const auto got = run_mlp<float>(blas, dispatch, dtable, weighted, host, tokens, m, h);
+            std::vector<int> routes(rows * c.k);
+            for (int n = 0; n < rows; ++n)
+                for (int r = 0; r < c.k; ++r) routes[n * c.k + r] = table[r * V + tokens[n]];
+            CHECK(testing::relative_error(got, host.apply_routes(m, h, routes, c.k, c.mix, rows)) < 1e-5);
+        }
+    }
 }
 
 // fp32: sums of at most a few hundred products, in a different order from the reference: ~1e-6.

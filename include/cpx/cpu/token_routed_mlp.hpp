@@ -2,9 +2,8 @@
 // COMPLEXITY-DEEP's token-routed MLP (docs/MODELS.md §8):
 //   MLP(x_n) = g_r * sum_j w_j Expert_{route_j(t_n)}(x_n) + g_s * Shared(x_n)
 // with t_n the input token id at the same position, route_j a [top_k, V]
-// table lookup, w_0 the primary weight and w_j = (1 - w_0) / (top_k - 1) for
-// the others, and g_r, g_s the output scales of the configuration or, with
-// use_shared_routed_gates, the checkpoint's learned scalar gates. The paper's
+// table lookup and the factors of layers/route_mix.hpp (route weights, output
+// scales or learned gates), shared with the GPU layer. The paper's
 // model is top_k = 1 with unit scales: Expert_{e(t)}(x) + Shared(x). No
 // capacity limit; dispatch is sparse (expert_dispatch.hpp): top_k experts per
 // token, never E.
@@ -17,6 +16,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/expert_dispatch.hpp"
 #include "cpx/cpu/swiglu_mlp.hpp"
+#include "cpx/layers/route_mix.hpp"
 #include "cpx/router/top_k_routing.hpp"
 
 namespace cpx::cpu {
@@ -42,15 +42,8 @@ public:
         scale_.reserve(static_cast<std::size_t>(rows * C::top_k));
     }
 
-    /// The multiplier of the shared expert's output.
-    static float shared_scale(const TokenRoutedMlpWeights<C, W>& w) {
-        return C::learned_gates ? w.shared_gate : static_cast<float>(C::dims.shared_output_scale);
-    }
-    /// The weight of route j's output.
-    static float route_weight(const TokenRoutedMlpWeights<C, W>& w, int j) {
-        const double g = C::learned_gates ? static_cast<double>(w.routed_gate) : C::dims.routed_output_scale;
-        return static_cast<float>(g * (j == 0 ? C::primary_weight : C::secondary_weight));
-    }
+    /// The shared expert's and each route's factors (layers/route_mix.hpp).
+    static RouteMix mix(const TokenRoutedMlpWeights<C, W>& w) { return route_mix<C>(w.shared_gate, w.routed_gate); }
 
     /// residual += MLP(x) for rows whose input token ids are `tokens`; routing:
     /// this layer's [top_k, V] table. Routes per expert are added to `counts`
@@ -69,14 +62,14 @@ public:
             expert_[r * k] = routing.checked_expert_of(tokens[r], 0);  // the one vocabulary check
             for (int j = 1; j < k; ++j) expert_[r * k + j] = routing.expert_of(tokens[r], j);
         }
+        const RouteMix m = mix(w);
         std::span<const float> scale;
-        if (route_weight(w, 0) != 1.0f || k > 1) {
+        if (!m.unit_top1(k)) {
             scale_.resize(expert_.size());
-            for (std::size_t p = 0; p < scale_.size(); ++p) scale_[p] = route_weight(w, static_cast<int>(p % k));
+            for (std::size_t p = 0; p < scale_.size(); ++p) scale_[p] = m.route(static_cast<int>(p % k));
             scale = scale_;
         }
-        if constexpr (C::has_shared_expert)
-            swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_, shared_scale(w));
+        if constexpr (C::has_shared_expert) swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_, m.shared);
         dispatch_.forward(w.experts, x, k, expert_, scale, residual, counts);
     }
 

@@ -10,10 +10,11 @@
 //                 mu_prev = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)
 //     logits = RMSNorm(h) Emb^T
 // Storage: weights and activations in T, the residual stream h and the logits
-// in fp32, fp32 accumulation everywhere. Token-routed models route the tokens
-// once per call (every layer shares the same token_to_expert table) and every
-// layer's grouped expert GEMMs reuse the segments; the learned router routes
-// each layer by its own top-1 choices, on the device.
+// in fp32, fp32 accumulation everywhere. Token-routed models route the tokens'
+// (token, route) pairs once per call when every layer shares one [top_k, V]
+// table (the paper's models), else before each layer's MLP by that layer's
+// table (the authors' later models); the learned router routes each layer by
+// its own top-1 choices, on the device.
 //
 // Calls: `forward` validates ids and positions on the host, copies them to the
 // model's device buffers and enqueues; `enqueue` only reads those buffers and
@@ -50,16 +51,11 @@
 #include "cpx/cuda/swiglu_mlp.cuh"
 #include "cpx/cuda/token_routed_mlp.cuh"
 #include "cpx/cuda/weight_upload.cuh"
+#include "cpx/layers/route_mix.hpp"
 #include "cpx/models/complexity_weights.hpp"
 #include "cpx/router/token_routing.hpp"
 
 namespace cpx::cuda {
-
-/// Whether the GPU model implements configuration C: either attention (mu-guided GQA or
-/// PRISM's) and the paper's MLP (top_k = 1, unit output scales, no learned gates).
-template <ComplexityConfigType C>
-inline constexpr bool runs_on_gpu = C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
-                                    C::dims.shared_output_scale == 1.0;
 
 namespace detail {
 /// The attention shape and cache geometry of a configuration: mu-guided GQA (KV heads of
@@ -79,11 +75,6 @@ struct GpuAttentionOf<C, true> {
 template <ComplexityConfigType C, class T = float>
 class ComplexityModel : public ModelCalls<ComplexityModel<C, T>> {
 public:
-    static_assert(C::top_k == 1 && !C::learned_gates && C::dims.routed_output_scale == 1.0 &&
-                      C::dims.shared_output_scale == 1.0,
-                  "the GPU COMPLEXITY-DEEP model runs the paper's MLP (top_k = 1, unit output scales, no gates); "
-                  "the later models' top-k routing runs on the CPU model");
-
     using Config = C;
     static constexpr int d = C::hidden, vocab = C::vocab, context = C::max_positions, layers = C::layers;
     static constexpr int heads = C::heads, kv_heads = C::kv_heads, hd = C::head_dim;
@@ -98,8 +89,8 @@ public:
     /// converted) and sizes every buffer for calls of up to `max_batch` sequences and
     /// `max_rows` tokens in total. The compute layout of the weights is the device's
     /// (the fused [W | W_mu] QKV rows included); matrices are converted from W to T on the
-    /// host (exact when they are equal). A token-routed model routes every layer by one
-    /// table: weights whose layers carry different tables are refused.
+    /// host (exact when they are equal). A token-routed model keeps one device table when
+    /// every layer routes alike, else one per layer.
     template <class W>
     ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows)
         : inputs_("cuda::ComplexityModel", max_batch, max_rows, vocab, context),
@@ -120,12 +111,13 @@ public:
             router_ws_.emplace(max_rows, C::experts, C::expert_width, C::shared_width);
         }
         if constexpr (C::mlp == MlpKind::token_routed) {
-            require<InputError>(weights.routes_shared_by_layers(),
-                                "cuda::ComplexityModel: the layers carry different routing tables; the GPU model "
-                                "routes every layer by one table (per-layer tables run on the CPU model)");
-            table_.emplace(TokenRouting(weights.primary_routes(0), C::experts));
-            dispatch_.emplace(C::experts, max_rows);
-            routed_ws_.emplace(max_rows, C::expert_width, C::shared_width);
+            const int tables = weights.routes_shared_by_layers() ? 1 : layers;
+            tables_.reserve(static_cast<std::size_t>(tables));
+            for (int i = 0; i < tables; ++i) tables_.emplace_back(weights.routing(i));
+            dispatch_.emplace(C::experts, max_rows, C::top_k);
+            // The [tokens x routes, d] pair buffer is needed unless every layer is the paper's top-1 MLP.
+            constexpr bool weighted = C::learned_gates || !route_mix<C>().unit_top1(C::top_k);
+            routed_ws_.emplace(max_rows, C::expert_width, C::shared_width, C::top_k, weighted ? d : 0);
         }
         embed_ = upload_weights<T>(weights.embed_tokens);
         norm_ = upload_weights<float>(weights.norm);
@@ -150,7 +142,8 @@ public:
         embedding<std::int32_t, T, float>(inputs_.tokens(), Matrix<const T>(embed_.data(), vocab, d), h, status_.view(),
                                           stream);
         if constexpr (C::use_mu) mu_broadcast<T>(mu_init_.data(), a_mu.columns(d, d), stream);
-        if constexpr (C::mlp == MlpKind::token_routed) dispatch_->route(inputs_.tokens(), rows, *table_, stream);
+        if constexpr (C::mlp == MlpKind::token_routed)
+            if (tables_.size() == 1) dispatch_->route(inputs_.tokens(), rows, tables_.front(), stream);
 
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
@@ -180,9 +173,11 @@ public:
             }
 
             rmsnorm<float, float, T>(h, Vector<const float>(l.post_norm.data(), d), m, C::norm_eps, stream);
-            if constexpr (C::mlp == MlpKind::token_routed)
+            if constexpr (C::mlp == MlpKind::token_routed) {
+                if (tables_.size() > 1)
+                    dispatch_->route(inputs_.tokens(), rows, tables_[static_cast<std::size_t>(i)], stream);
                 token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream, kernels_.experts);
-            else if constexpr (C::mlp == MlpKind::learned_router)
+            } else if constexpr (C::mlp == MlpKind::learned_router)
                 learned_router_mlp_add<T, float>(blas, *dispatch_, m, l.learned, *router_ws_, h, stream);
             else
                 swiglu_mlp_add<T, float>(blas, m, l.dense,
@@ -267,6 +262,7 @@ private:
                 l.up = upload_weights<T>(expert_half_<W>(w.mlp.gate_up, ie));
                 l.routed.gate = {l.gate.data(), C::experts, d, ie};
                 l.routed.up = {l.up.data(), C::experts, d, ie};
+                l.routed.mix = route_mix<C>(w.mlp.shared_output_gate, w.mlp.routed_output_gate);
             } else {
                 l.gate = upload_weights<T>(w.mlp.gate_up);
                 l.router = upload_weights<T>(w.mlp.router);
@@ -313,7 +309,7 @@ private:
     std::conditional_t<prism, std::optional<PrismRope<typename Gpu::Prism>>, std::monostate> prism_rope_;
     DeviceBuffer<T> embed_;
     DeviceBuffer<float> norm_, mu_init_;
-    std::optional<DeviceRoutingTable> table_;
+    std::vector<DeviceRoutingTable> tables_;  ///< one shared by every layer, or one per layer
     std::optional<ExpertDispatch> dispatch_;
     std::optional<TokenRoutedMlpWorkspace<T>> routed_ws_;
     std::optional<LearnedRouterWorkspace<T>> router_ws_;

@@ -5,16 +5,17 @@
 // input-major, [experts, K, N] (or the gate/up halves of [experts, K, 2N]),
 // and applied as x . W[e] (docs/MODELS.md §8.1).
 //
-//   grouped_swiglu: act[i, :] = SiLU(x[perm[i]] . G[e]) * (x[perm[i]] . U[e])
-//       for each sorted position i of expert e: the gate and up products of
-//       one tile share the A tile, and SwiGLU is their epilogue. act is in
-//       sorted order.
+//   grouped_swiglu: act[i, :] = SiLU(x[src[i]] . G[e]) * (x[src[i]] . U[e])
+//       for each sorted position i of expert e, src[i] its token row: the
+//       gate and up products of one tile share the A tile, and SwiGLU is their
+//       epilogue. act is in sorted order.
 //   grouped_scatter_add: y[perm[i], :] (+)= scale[perm[i]] * (act[i] . D[e])
-//       the down product, scattered back to the original rows; with
-//       accumulate, added onto what y holds (the residual plus the shared
-//       expert's output, written before): the inverse permutation fused with
-//       the sum of the routed and shared experts. Each row of y belongs to
-//       exactly one sorted position, so no atomics are needed.
+//       the down product, scattered back to its (token, route) pair, which
+//       with one route is the token row; with accumulate, added onto what y
+//       holds (the residual plus the shared expert's output, written before):
+//       the inverse permutation fused with the sum of the routed and shared
+//       experts. Each row of y belongs to exactly one sorted position, so no
+//       atomics are needed.
 //
 // The kernel is a plain SIMT tiling (64 x 64 output tile, K step 16, 256
 // threads, 4 x 4 outputs per thread, fp32 accumulation in registers, operands
@@ -204,9 +205,10 @@ void check_expert_weights(const ExpertWeights<TW>& w, const char* what) {
 }
 }  // namespace detail
 
-/// act[i, :] = SiLU(x[perm[i]] . gate[e]) * (x[perm[i]] . up[e]) for the sorted
-/// positions i < dispatch.count() of each expert e. x: [count, K] in original
-/// order; act: [count, N] in sorted order.
+/// act[i, :] = SiLU(x[src[i]] . gate[e]) * (x[src[i]] . up[e]) for the sorted
+/// positions i < dispatch.count() of each expert e, src = dispatch.sources().
+/// x: [tokens, K] in original order; act: [count, N] in sorted order (count =
+/// tokens x routes).
 template <class TA, class TW, class TO>
 void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, ExpertWeights<TW> gate,
                     ExpertWeights<TW> up, StridedMatrix<TO> act, cudaStream_t stream,
@@ -219,15 +221,15 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
                         "grouped_swiglu: gate [", gate.experts, ", ", gate.k, ", ", gate.n, "] and up [", up.experts,
                         ", ", up.k, ", ", up.n, "] must agree with each other and with ", dispatch.experts(),
                         " experts");
-    require<ShapeError>(x.rows == count && x.cols == gate.k, "grouped_swiglu: input is [", x.rows, ", ", x.cols,
-                        "], expected [", count, ", ", gate.k, "]");
+    require<ShapeError>(x.rows == dispatch.tokens() && x.cols == gate.k, "grouped_swiglu: input is [", x.rows, ", ",
+                        x.cols, "], expected [", dispatch.tokens(), ", ", gate.k, "]");
     require<ShapeError>(act.rows == count && act.cols == gate.n, "grouped_swiglu: output is [", act.rows, ", ", act.cols,
                         "], expected [", count, ", ", gate.n, "]");
     detail::check_expert_weights(gate, "gate");
     detail::check_expert_weights(up, "up");
     require<ShapeError>(up.row_stride() == gate.row_stride() && up.stride() == gate.stride(),
                         "grouped_swiglu: gate and up weights must share their strides");
-    kernels::GroupedGemmArgs<TA, TW, TO> a{x.data,   x.ld,    dispatch.permutation(), dispatch.offsets(),
+    kernels::GroupedGemmArgs<TA, TW, TO> a{x.data,   x.ld,    dispatch.sources(),     dispatch.offsets(),
                                            gate.experts, gate.data, up.data,          gate.k,
                                            gate.n,   gate.row_stride(), gate.stride(), act.data,
                                            act.ld,   nullptr, nullptr,                false};
@@ -236,7 +238,8 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
 
 /// y[perm[i], :] = (accumulate ? y[perm[i], :] : 0) + scale[perm[i]] * (act[i] . down[e])
 /// for the sorted positions i of each expert e. act: [count, K] in sorted order;
-/// y: [count, N] in original order; row_scale ([count], device) may be null.
+/// y: [count, N] in pair order (with one route, the tokens' order); row_scale
+/// ([count], device) may be null.
 template <class TA, class TW, class TO>
 void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA> act, ExpertWeights<TW> down,
                          StridedMatrix<TO> y, bool accumulate, const float* row_scale, cudaStream_t stream,

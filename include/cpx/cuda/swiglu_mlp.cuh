@@ -4,7 +4,8 @@
 // (COMPLEXITY-DEEP's dense MLP and the token-routed layer's shared expert,
 // docs/MODELS.md §10.1 and §8.3). The gate and up weights are stacked at load time
 // into one [2I, d] matrix, so one product gives [gate | up]; SwiGLU overwrites
-// the gate half, and the down product adds onto h with beta = 1.
+// the gate half, and the down product adds onto h with beta = 1 (and alpha the
+// output's factor: the token-routed layer's shared scale or gate, §8.5).
 
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/activations.cuh"
@@ -20,11 +21,11 @@ struct SwiGluWeights {
     int hidden = 0, width = 0;
 };
 
-/// h += SwiGLU-MLP(x). x: [M, hidden] in T; h: [M, hidden] in T or fp32 (the
-/// residual stream); scratch: [M, 2 * width] in T (overwritten).
+/// h += alpha * SwiGLU-MLP(x). x: [M, hidden] in T; h: [M, hidden] in T or fp32
+/// (the residual stream); scratch: [M, 2 * width] in T (overwritten).
 template <class T, class H = T>
 void swiglu_mlp_add(Blas& blas, StridedMatrix<const T> x, const SwiGluWeights<T>& w, StridedMatrix<T> scratch,
-                    StridedMatrix<H> h, cudaStream_t stream) {
+                    StridedMatrix<H> h, cudaStream_t stream, float alpha = 1.0f) {
     require<ShapeError>(scratch.rows == x.rows && scratch.cols == 2 * static_cast<index_t>(w.width),
                         "swiglu_mlp_add: scratch is [", scratch.rows, ", ", scratch.cols, "], expected [", x.rows, ", ",
                         2 * w.width, "]");
@@ -32,7 +33,7 @@ void swiglu_mlp_add(Blas& blas, StridedMatrix<const T> x, const SwiGluWeights<T>
                  WeightLayout::out_in, scratch, 1.0f, 0.0f, stream);
     const StridedMatrix<T> gate = scratch.columns(0, w.width);
     swiglu<T>(gate, scratch.columns(w.width, w.width), gate, stream);
-    linear<T, H>(blas, gate, StridedMatrix<const T>(w.down, w.hidden, w.width, w.width), WeightLayout::out_in, h, 1.0f,
+    linear<T, H>(blas, gate, StridedMatrix<const T>(w.down, w.hidden, w.width, w.width), WeightLayout::out_in, h, alpha,
                  1.0f, stream);
 }
 
