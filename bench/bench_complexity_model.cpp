@@ -125,7 +125,7 @@ double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int6
                                 static_cast<int>(sizeof(W)));
 }
 
-/// Batched decode steps of more than gemv_max_rows sequences run their products on the packed
+/// Batched decode steps of packed_min_rows sequences or more run their products on the packed
 /// kernels under fp32_packed or bf16 arithmetic (as prefill does); single-sequence steps do not.
 template <ComplexityConfigType C, class W>
 void decode(const std::string& preset, index_t batch, index_t context, int threads,

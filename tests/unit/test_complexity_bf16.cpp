@@ -78,7 +78,7 @@ TEST_CASE("bf16 arithmetic leaves few-row calls (decode) on the stored weights, 
     const auto weights = test_weights<C>(11);
     ComplexityModel<C> fp32(weights);
     ComplexityModel<C> model(weights, cpu::Compute::bf16);
-    const auto few = random_tokens(cpu::gemv_max_rows, C::vocab, 12);
+    const auto few = random_tokens(cpu::packed_min_rows - 1, C::vocab, 12);
     CHECK(model.forward(few) == fp32.forward(few));
     const auto many = random_tokens(30, C::vocab, 13);
     CHECK(model.forward(many) != fp32.forward(many));

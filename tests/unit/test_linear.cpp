@@ -62,7 +62,7 @@ void check_layouts(int rows, int in, int out) {
 }  // namespace
 
 TEST_CASE("linear and matmul match the reference with fp32 weights for GEMV and GEMM row counts") {
-    for (int rows : {1, 2, 3, 5, 7, 8, 9, 40})
+    for (int rows : {1, 2, 3, 5, 7, 8, 9, 14, 16, 17, 40})
         for (int in : {16, 67})
             for (int out : {5, 48, 300}) check_layouts<float>(rows, in, out);
 }
@@ -73,18 +73,19 @@ TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithme
             for (int out : {7, 64, 257}) check_layouts<bf16>(rows, in, out);
 }
 
-TEST_CASE("few-row bf16 products at decode sizes: several panels, odd tails, accumulation") {
-    // Decode's kernels (one to eight rows) split the output into panels per
-    // thread and handle the input in blocks of 32: these sizes leave remainders
-    // in every direction.
-    for (int rows : {1, 8})
+TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails, accumulation", W, float, bf16) {
+    // Decode's kernels (one to gemv_max_rows rows) split the output into panels
+    // per thread, the input-major ones into strips of 64 columns, and handle the
+    // input in blocks of 16 or 32 and the rows in groups of 4: these sizes leave
+    // remainders in every direction.
+    for (int rows : {1, 8, 11, 16})
         for (int in : {800, 1061})
             for (int out : {1027, 2050}) {
                 CAPTURE(rows);
                 CAPTURE(in);
                 CAPTURE(out);
                 auto x = testing::random_normal(rows * in, 7 + rows);
-                const auto ws = stored<bf16>(testing::random_normal(out * in, 8 + out, 0.05f));
+                const auto ws = stored<W>(testing::random_normal(out * in, 8 + out, 0.05f));
                 auto y0 = testing::random_normal(rows * out, 9);
                 cpu::LinearScratch scratch;
                 for (bool input_major : {false, true}) {
@@ -92,11 +93,11 @@ TEST_CASE("few-row bf16 products at decode sizes: several panels, odd tails, acc
                     auto y = y0;
                     const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
                     if (input_major)
-                        cpu::matmul<bf16>(xr, Matrix<const bf16>(ws.data(), in, out), cpu::rows_of(y.data(), rows, out),
-                                          cpu::Write::accumulate, scratch);
+                        cpu::matmul<W>(xr, Matrix<const W>(ws.data(), in, out), cpu::rows_of(y.data(), rows, out),
+                                       cpu::Write::accumulate, scratch);
                     else
-                        cpu::linear<bf16>(xr, Matrix<const bf16>(ws.data(), out, in), cpu::rows_of(y.data(), rows, out),
-                                          cpu::Write::accumulate, scratch);
+                        cpu::linear<W>(xr, Matrix<const W>(ws.data(), out, in), cpu::rows_of(y.data(), rows, out),
+                                       cpu::Write::accumulate, scratch);
                     auto want = reference(
                         x, rows, in, out,
                         [&](int o, int i) { return double(to_float(input_major ? ws[i * out + o] : ws[o * in + i])); },

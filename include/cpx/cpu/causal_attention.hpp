@@ -53,7 +53,7 @@ concept AttentionObserver =
 
 /// Query rows of a problem above which its products run on packed keys and values;
 /// fewer (decode steps) keep the kernels that read the cache in place, as the
-/// projections keep the stored weights up to the same count (linear.hpp's gemv_max_rows).
+/// projections keep the stored weights below linear.hpp's packed_min_rows.
 inline constexpr index_t attention_packed_max_plain_rows = 8;
 
 /// Query rows per work block: the `groups` heads sharing a KV head are stacked,

@@ -1,10 +1,13 @@
 #pragma once
 // Few-row products (decode's hot loop) on AVX-512.
 //
-// fp32 weights, 2-8 rows: a block of four weight rows is loaded once per
+// fp32 weights, 2-16 rows: a block of four weight rows is loaded once per
 // group of up to four input rows, whose 4 x 4 accumulators stay in registers
 // (the generic kernel re-read the weights once per input row and was
-// compute-bound: four rows took 1.9x one row's time).
+// compute-bound: four rows took 1.9x one row's time). The input-major
+// counterpart (the routed experts) keeps a 4-row x 64-column tile of sums in
+// registers over the whole input; further row groups re-read the 64-column
+// strip from L2, so the weights come from memory once.
 //
 // bf16 weights: widening bf16 one value at a time (zero-extend + shift per lane) made the
 // generic kernels compute-bound at ~55% of the memory read rate. Here a 32-bit
@@ -86,6 +89,62 @@ inline void gemv_rows_nt_f32(const RowBlock<const float>& x, const RowBlock<cons
             case 3: detail::gemv_block_nt_f32<3>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
             case 2: detail::gemv_block_nt_f32<2>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
             case 1: detail::gemv_block_nt_f32<1>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
+            default: break;
+        }
+    }
+}
+
+namespace detail {
+/// G input rows from m0 against columns [j0, j0 + cols) of an input-major fp32
+/// weight, cols <= 64: 4G accumulators over the whole input dimension.
+template <int G>
+void gemv_block_nn_f32(const RowBlock<const float>& x, index_t m0, const RowBlock<const float>& w, index_t j0,
+                       int cols, const RowBlock<float>& y, bool accumulate, bool prefetch) {
+    constexpr int NB = 4;
+    __mmask16 mask[NB];
+    for (int k = 0; k < NB; ++k) {
+        const int c = cols - 16 * k;
+        mask[k] = c >= 16 ? __mmask16(0xffff) : c <= 0 ? __mmask16(0) : __mmask16((1u << c) - 1);
+    }
+    const float* xr[G];
+    for (int g = 0; g < G; ++g) xr[g] = x.row(m0 + g);
+    __m512 acc[G][NB];
+    for (auto& a : acc)
+        for (auto& v : a) v = _mm512_setzero_ps();
+    const index_t ahead = 8 * w.stride;  // eight weight rows ahead: the strip is strided in memory
+    for (index_t i = 0; i < w.rows; ++i) {
+        const float* wr = w.data + i * w.stride + j0;
+        if (prefetch && i + 8 < w.rows)
+            for (int k = 0; k < NB; ++k) _mm_prefetch(reinterpret_cast<const char*>(wr + ahead + 16 * k), _MM_HINT_T0);
+        __m512 wv[NB];
+        for (int k = 0; k < NB; ++k) wv[k] = _mm512_maskz_loadu_ps(mask[k], wr + 16 * k);
+        for (int g = 0; g < G; ++g) {
+            const __m512 xv = _mm512_set1_ps(xr[g][i]);
+            for (int k = 0; k < NB; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
+        }
+    }
+    for (int g = 0; g < G; ++g) {
+        float* yr = y.row(m0 + g) + j0;
+        for (int k = 0; k < NB; ++k) {
+            __m512 v = acc[g][k];
+            if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[k], yr + 16 * k));
+            _mm512_mask_storeu_ps(yr + 16 * k, mask[k], v);
+        }
+    }
+}
+}  // namespace detail
+
+/// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 rows.
+inline void gemv_rows_nn_f32(const RowBlock<const float>& x, const RowBlock<const float>& w, const RowBlock<float>& y,
+                             index_t o0, index_t o1, bool accumulate) {
+    for (index_t j0 = o0; j0 < o1; j0 += 64) {
+        const int cols = static_cast<int>(std::min<index_t>(64, o1 - j0));
+        index_t m0 = 0;
+        for (; m0 + 4 <= x.rows; m0 += 4) detail::gemv_block_nn_f32<4>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
+        switch (x.rows - m0) {
+            case 3: detail::gemv_block_nn_f32<3>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
+            case 2: detail::gemv_block_nn_f32<2>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
+            case 1: detail::gemv_block_nn_f32<1>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
             default: break;
         }
     }

@@ -14,7 +14,7 @@
 //
 // A weight may also come with a packed copy (cpu/packed_panels.hpp), which a
 // model makes when the user chooses Compute::bf16 or Compute::fp32_packed:
-// products of more than gemv_max_rows rows then run on it (cpu/gemm_bf16.hpp:
+// products of packed_min_rows rows or more then run on it (cpu/gemm_bf16.hpp:
 // bf16 with fp32 sums; cpu/gemm_f32_packed.hpp: fp32); fewer rows (decode) keep
 // the kernels above, bound by reading the weights, where packing gains nothing.
 
@@ -61,9 +61,19 @@ private:
     int threads_ = 0;
 };
 
-/// Rows up to which a product with fp32 weights is split over output features
-/// (a threaded GEMV) instead of going to Eigen's threaded GEMM.
-inline constexpr index_t gemv_max_rows = 8;
+/// Rows up to which a product is split over output features (a threaded GEMV
+/// reading each weight once from memory) instead of going to Eigen's threaded
+/// GEMM or a packed kernel: decode steps of up to 16 sequences. Above eight
+/// rows Eigen packed every weight panel per call and ran 2.7-3.9x slower than
+/// reading the weights (187M, batch 16; docs/BF16.md "Batched decode").
+inline constexpr index_t gemv_max_rows = 16;
+
+/// Rows from which a product runs on the weight's packed copy when the user chose
+/// packed arithmetic (Compute::bf16, Compute::fp32_packed): batched decode of 9-16
+/// sequences is faster there with bf16 arithmetic (26 vs 33 ms for the 187M model
+/// at batch 16) and even with fp32 packing; fewer rows stay bound by reading the
+/// stored weights, where packing gains nothing.
+inline constexpr index_t packed_min_rows = 9;
 
 namespace detail {
 using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -196,7 +206,7 @@ namespace detail {
 template <class W>
 bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool out_in, const PackedWeight* packed,
                 const RowBlock<float>& y, Write mode, LinearScratch& scratch) {
-    if (!packed || x.rows <= gemv_max_rows) return false;
+    if (!packed || x.rows < packed_min_rows) return false;
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
                         "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
@@ -209,8 +219,8 @@ bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool
 
 /// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
 /// range of a wider matrix: its rows are w.stride apart). `packed`: w packed
-/// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of more
-/// than gemv_max_rows rows.
+/// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of at
+/// least packed_min_rows rows.
 template <class W>
 void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {
@@ -229,7 +239,7 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
     const index_t pw = detail::panel_width(m, out, in, threads);
     const index_t panels = (out + pw - 1) / pw;
     // Few rows go to the fused kernel: 16-bit weights always, fp32 weights from
-    // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-8
+    // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-16
     // rows Eigen runs a small GEMM that first packs every weight panel).
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
@@ -298,6 +308,9 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
                 alignas(cache_line) float acc[avx512::nn_bf16_scratch(gemv_max_rows, nn_panel)];
                 avx512::gemv_rows_nn_bf16<gemv_max_rows>(x, w, y, p * pw, std::min(out, (p + 1) * pw),
                                                          mode == Write::accumulate, acc);
+                continue;
+            } else if constexpr (std::is_same_v<W, float>) {
+                avx512::gemv_rows_nn_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                 continue;
             }
 #endif
