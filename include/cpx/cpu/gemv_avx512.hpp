@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
@@ -43,6 +44,21 @@ inline __m512 bf16_high_halves(__m512i words) {
 }
 
 namespace detail {
+/// Calls block(std::integral_constant<int, G>{}, m0) over the rows in groups of
+/// four, then once for the remaining one to three: the register-blocked kernels'
+/// row schedule.
+template <class Block>
+void in_row_groups(index_t rows, Block&& block) {
+    index_t m0 = 0;
+    for (; m0 + 4 <= rows; m0 += 4) block(std::integral_constant<int, 4>{}, m0);
+    switch (rows - m0) {
+        case 3: block(std::integral_constant<int, 3>{}, m0); break;
+        case 2: block(std::integral_constant<int, 2>{}, m0); break;
+        case 1: block(std::integral_constant<int, 1>{}, m0); break;
+        default: break;
+    }
+}
+
 /// G input rows from m0 against weight rows [o, o + rows_here), rows_here <= 4.
 template <int G>
 void gemv_block_nt_f32(const RowBlock<const float>& x, index_t m0, const float* const* wr, int rows_here,
@@ -83,14 +99,9 @@ inline void gemv_rows_nt_f32(const RowBlock<const float>& x, const RowBlock<cons
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const float* wr[4];  // a short last block repeats its last row; those sums are not stored
         for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.stride;
-        index_t m0 = 0;
-        for (; m0 + 4 <= x.rows; m0 += 4) detail::gemv_block_nt_f32<4>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0);
-        switch (x.rows - m0) {
-            case 3: detail::gemv_block_nt_f32<3>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
-            case 2: detail::gemv_block_nt_f32<2>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
-            case 1: detail::gemv_block_nt_f32<1>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0); break;
-            default: break;
-        }
+        detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
+            detail::gemv_block_nt_f32<decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0);
+        });
     }
 }
 
@@ -139,14 +150,9 @@ inline void gemv_rows_nn_f32(const RowBlock<const float>& x, const RowBlock<cons
                              index_t o0, index_t o1, bool accumulate) {
     for (index_t j0 = o0; j0 < o1; j0 += 64) {
         const int cols = static_cast<int>(std::min<index_t>(64, o1 - j0));
-        index_t m0 = 0;
-        for (; m0 + 4 <= x.rows; m0 += 4) detail::gemv_block_nn_f32<4>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
-        switch (x.rows - m0) {
-            case 3: detail::gemv_block_nn_f32<3>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
-            case 2: detail::gemv_block_nn_f32<2>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
-            case 1: detail::gemv_block_nn_f32<1>(x, m0, w, j0, cols, y, accumulate, m0 == 0); break;
-            default: break;
-        }
+        detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
+            detail::gemv_block_nn_f32<decltype(g)::value>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
+        });
     }
 }
 
