@@ -53,7 +53,6 @@
 #include "cpx/cuda/weight_upload.cuh"
 #include "cpx/layers/route_mix.hpp"
 #include "cpx/models/complexity_weights.hpp"
-#include "cpx/router/token_routing.hpp"
 
 namespace cpx::cuda {
 
@@ -296,7 +295,6 @@ private:
                         out.begin() + static_cast<std::ptrdiff_t>(r * ie));
         return out;
     }
-
 
     CallInputs inputs_;  ///< declared first: its size checks run before any allocation
     RopeTable rope_;

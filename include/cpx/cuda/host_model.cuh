@@ -63,7 +63,7 @@ private:
     friend SequenceModel<HostModel, Config, SlotCache>;
 
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-                      const cpu::RowBlock<float>& logits, CallSize size) {
+                      const cpu::RowBlock<float>& logits, CallSize) {
         const int B = static_cast<int>(batch.size());
         const std::size_t S = batch[0].size();
         for (std::size_t s = 1; s < batch.size(); ++s)
@@ -88,18 +88,16 @@ private:
             const LogitRows which = at == LogitsAt::all ? LogitRows::all : LogitRows::last;
             model_.forward(blas_, tokens_, B, starts_, logits_.data(), which, stream_);
             model_.check(stream_);  // waits for the stream; throws on an id or position the kernels refused
-            if (at == LogitsAt::all) {
-                copy_rows_(static_cast<std::size_t>(B) * n);
+            // Device rows b * n + j are sequence b's positions begin + j: each sequence's rows land
+            // straight in the caller's rows (S apart per sequence), one strided copy per sequence.
+            if (at == LogitsAt::all)
                 for (int b = 0; b < B; ++b)
-                    for (std::size_t j = 0; j < n; ++j)
-                        std::copy_n(host_.data() + (static_cast<std::size_t>(b) * n + j) * Config::vocab, Config::vocab,
-                                    logits.row(static_cast<index_t>(static_cast<std::size_t>(b) * S + begin + j)));
-            } else if (at == LogitsAt::last && last_chunk) {
-                copy_rows_(static_cast<std::size_t>(B));
-                for (int b = 0; b < B; ++b)
-                    std::copy_n(host_.data() + static_cast<std::size_t>(b) * Config::vocab, Config::vocab,
-                                logits.row(b));
-            }
+                    download_rows_(logits, static_cast<std::size_t>(b) * S + begin, static_cast<std::size_t>(b) * n, n);
+            else if (at == LogitsAt::last && last_chunk)
+                download_rows_(logits, 0, 0, static_cast<std::size_t>(B));
+            else
+                continue;  // no logits rows from this chunk
+            CPX_CUDA_CHECK(cudaStreamSynchronize(stream_));
         }
         for (Cache* c : caches) c->advance(static_cast<index_t>(S));
     }
@@ -125,11 +123,13 @@ private:
         }
     }
 
-    void copy_rows_(std::size_t rows) {
-        host_.resize(rows * Config::vocab);
-        CPX_CUDA_CHECK(cudaMemcpyAsync(host_.data(), logits_.data(), host_.size() * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_));
-        CPX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    /// Enqueues the copy of `rows` device logits rows from row `from` into the caller's rows from `to`.
+    void download_rows_(const cpu::RowBlock<float>& logits, std::size_t to, std::size_t from, std::size_t rows) {
+        constexpr std::size_t row_bytes = Config::vocab * sizeof(float);
+        CPX_CUDA_CHECK(cudaMemcpy2DAsync(logits.row(static_cast<index_t>(to)),
+                                         static_cast<std::size_t>(logits.stride) * sizeof(float),
+                                         logits_.data() + from * Config::vocab, row_bytes, row_bytes, rows,
+                                         cudaMemcpyDeviceToHost, stream_));
     }
 
     M model_;
@@ -137,7 +137,6 @@ private:
     Stream stream_;
     std::vector<std::uint64_t> owner_;  ///< the cache each device slot holds (0: none)
     DeviceBuffer<float> logits_;
-    std::vector<float> host_;
     std::vector<std::int32_t> tokens_, starts_;
 };
 

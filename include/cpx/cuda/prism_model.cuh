@@ -152,7 +152,6 @@ private:
     };
     static const float* bias_(const DeviceBuffer<float>& b) { return b.size() ? b.data() : nullptr; }
 
-
     CallInputs inputs_;  ///< declared first: its size checks run before any allocation
     PrismRope<Attention> rope_;
     KvCache<T> cache_;
