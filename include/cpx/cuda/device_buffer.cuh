@@ -3,6 +3,7 @@
 // cache creation) and reused, never per decoded token.
 
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -18,7 +19,8 @@ public:
     explicit DeviceBuffer(std::size_t count) : count_(count) {
         if (count_ > 0) CPX_CUDA_CHECK(cudaMalloc(&data_, count_ * sizeof(T)));
     }
-    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+    explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { upload(host); }
+    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(std::span<const T>(host)) {}
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
     DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -36,7 +38,7 @@ public:
     T* data() const { return data_; }
     std::size_t size() const { return count_; }
 
-    void upload(const std::vector<T>& host) {
+    void upload(std::span<const T> host) {
         require<ShapeError>(host.size() == count_, "DeviceBuffer::upload: ", host.size(), " elements into a buffer of ",
                             count_);
         if (count_) CPX_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));

@@ -4,6 +4,7 @@
 // buffer by buffer, converted to the device storage type on the host (round to
 // nearest even; a plain copy when the types are equal) and uploaded once.
 
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -16,7 +17,7 @@ namespace cpx::cuda {
 template <class T, class W, class A>
 DeviceBuffer<T> upload_weights(const std::vector<W, A>& host) {
     if constexpr (std::is_same_v<T, W>) {
-        return DeviceBuffer<T>(std::vector<T>(host.begin(), host.end()));  // the host buffers are aligned vectors
+        return DeviceBuffer<T>(std::span<const T>(host));  // straight from the (aligned) host buffer
     } else {
         std::vector<T> converted(host.size());
         for (std::size_t i = 0; i < host.size(); ++i) converted[i] = from_float<T>(to_float(host[i]));
