@@ -7,6 +7,7 @@
 
 #include <cpx/cuda/attention.cuh>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -17,37 +18,80 @@ using namespace cpx;
 
 namespace {
 
+// Where one call's rows are (the host twin of cuda::SequenceRows, with its device buffers):
+// equal lengths, or lengths that differ packed one after the other, optionally in named slots.
+struct Call {
+    std::vector<std::int32_t> lengths, starts, slots, first;
+    cuda::DeviceBuffer<std::int32_t> dstart, doffsets, dslots;
+    cuda::SequenceRows seqs;
+    int rows = 0;
+
+    Call(int S, const std::vector<std::int32_t>& st) : Call(std::vector<std::int32_t>(st.size(), S), st, {}, false) {}
+    Call(std::vector<std::int32_t> len, std::vector<std::int32_t> st, std::vector<std::int32_t> sl, bool packed = true)
+        : lengths(std::move(len)), starts(std::move(st)), slots(std::move(sl)), dstart(starts) {
+        first.push_back(0);
+        int longest = 0;
+        for (std::int32_t n : lengths) {
+            first.push_back(first.back() + n);
+            longest = std::max(longest, static_cast<int>(n));
+        }
+        rows = first.back();
+        seqs = cuda::SequenceRows::equal(dstart.data(), static_cast<int>(lengths.size()), longest);
+        if (packed) {
+            doffsets = cuda::DeviceBuffer<std::int32_t>(first);
+            seqs.offsets = doffsets.data();
+        }
+        if (!slots.empty()) {
+            dslots = cuda::DeviceBuffer<std::int32_t>(slots);
+            seqs.slots = dslots.data();
+        }
+    }
+    int sequence_of(int r) const {
+        int b = 0;
+        while (first[b + 1] <= r) ++b;
+        return b;
+    }
+    int position(int r) const {
+        const int b = sequence_of(r);
+        return starts[b] + r - first[b];
+    }
+    int slot(int b) const { return slots.empty() ? b : slots[b]; }
+};
+
 // A one-layer cache on the device (poisoned: a read of an unwritten position
 // shows as NaN) and its mirror on the host.
 template <class T>
 struct Fixture {
     int batch, heads, kv_heads, D, capacity;
     cuda::KvCache<T> cache;
-    std::vector<float> hk, hv;  // [batch][kv_heads][capacity][D]
+    std::vector<float> hk, hv;  // [slots][kv_heads][capacity][D]
 
     Fixture(int b, int h, int kv, int d, int cap)
         : batch(b), heads(h), kv_heads(kv), D(d), capacity(cap), cache(1, b, kv, d, cap),
           hk(static_cast<std::size_t>(b) * kv * cap * d, std::numeric_limits<float>::quiet_NaN()), hv(hk) {
         cache.poison();
     }
-    std::size_t at(int b, int g, int pos) const { return ((static_cast<std::size_t>(b) * kv_heads + g) * capacity + pos) * D; }
+    std::size_t at(int slot, int g, int pos) const {
+        return ((static_cast<std::size_t>(slot) * kv_heads + g) * capacity + pos) * D;
+    }
 
     // Appends S new tokens per sequence at the given starts: random K, V (K = `keys` if given).
     std::vector<float> append(int S, const std::vector<std::int32_t>& starts, std::uint64_t seed,
                               const std::vector<float>* keys = nullptr) {
-        const int rows = batch * S, width = kv_heads * D;
+        return append(Call(S, starts), seed, keys);
+    }
+    std::vector<float> append(const Call& c, std::uint64_t seed, const std::vector<float>* keys = nullptr) {
+        const int rows = c.rows, width = kv_heads * D;
         const auto k = keys ? *keys : testing::rounded<T>(testing::random_normal(rows * width, seed));
         const auto v = testing::rounded<T>(testing::random_normal(rows * width, seed + 1));
         auto dk = testing::upload_as<T>(k), dv = testing::upload_as<T>(v);
-        cuda::DeviceBuffer<std::int32_t> dstart(starts);
         cuda::kv_append<T, T>(StridedMatrix<const T>(dk.data(), rows, width, width),
-                              StridedMatrix<const T>(dv.data(), rows, width, width), cache.layer(0), S, dstart.data(), {},
-                              nullptr);
+                              StridedMatrix<const T>(dv.data(), rows, width, width), cache.layer(0), c.seqs, {}, nullptr);
         CPX_CUDA_CHECK(cudaDeviceSynchronize());
         for (int r = 0; r < rows; ++r)
             for (int g = 0; g < kv_heads; ++g)
                 for (int d = 0; d < D; ++d) {
-                    const std::size_t dst = at(r / S, g, starts[r / S] + r % S) + d;
+                    const std::size_t dst = at(c.slot(c.sequence_of(r)), g, c.position(r)) + d;
                     hk[dst] = k[r * width + g * D + d];
                     hv[dst] = v[r * width + g * D + d];
                 }
@@ -57,25 +101,28 @@ struct Fixture {
     // Runs attention for S queries per sequence at the starts; returns the relative error.
     double attend(int S, const std::vector<std::int32_t>& starts, const std::vector<float>& q,
                   cuda::AttentionOptions opt = {}, cuda::AttentionSplits* splits = nullptr) {
-        const int rows = batch * S, width = heads * D, groups = heads / kv_heads;
+        return attend(Call(S, starts), q, opt, splits);
+    }
+    double attend(const Call& c, const std::vector<float>& q, cuda::AttentionOptions opt = {},
+                  cuda::AttentionSplits* splits = nullptr) {
+        const int rows = c.rows, width = heads * D, groups = heads / kv_heads;
         auto dq = testing::upload_as<T>(q);
         auto dout = testing::poisoned_device<T>(rows * width);
-        cuda::DeviceBuffer<std::int32_t> dstart(starts);
         cuda::causal_attention<T>(StridedMatrix<const T>(dq.data(), rows, width, width), cache.layer(0),
-                                  StridedMatrix<T>(dout.data(), rows, width, width), heads, S, dstart.data(), opt, {},
-                                  nullptr, splits);
+                                  StridedMatrix<T>(dout.data(), rows, width, width), heads, c.seqs, opt, {}, nullptr,
+                                  splits);
         CPX_CUDA_CHECK(cudaDeviceSynchronize());
         const double scale = opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(double(D));
         std::vector<double> want(rows * width);
         for (int r = 0; r < rows; ++r) {
-            const int b = r / S, qpos = starts[b] + r % S;
+            const int slot = c.slot(c.sequence_of(r)), qpos = c.position(r);
             for (int h = 0; h < heads; ++h) {
                 const int g = h / groups;
                 std::vector<double> s(qpos + 1);
                 double mx = -1e300;
                 for (int j = 0; j <= qpos; ++j) {
                     double dot = 0;
-                    for (int d = 0; d < D; ++d) dot += double(q[r * width + h * D + d]) * hk[at(b, g, j) + d];
+                    for (int d = 0; d < D; ++d) dot += double(q[r * width + h * D + d]) * hk[at(slot, g, j) + d];
                     s[j] = dot * scale;
                     mx = std::max(mx, s[j]);
                 }
@@ -84,7 +131,7 @@ struct Fixture {
                 const double f = (opt.scaled_head_begin >= 0 && h >= opt.scaled_head_begin) ? opt.scaled_head_factor : 1.0;
                 for (int d = 0; d < D; ++d) {
                     double acc = 0;
-                    for (int j = 0; j <= qpos; ++j) acc += s[j] * hv[at(b, g, j) + d];
+                    for (int j = 0; j <= qpos; ++j) acc += s[j] * hv[at(slot, g, j) + d];
                     want[r * width + h * D + d] = f * acc / sum;
                 }
             }
@@ -93,7 +140,10 @@ struct Fixture {
     }
 
     std::vector<float> queries(int S, std::uint64_t seed, float stddev = 1.0f) const {
-        return testing::rounded<T>(testing::random_normal(batch * S * heads * D, seed, stddev));
+        return queries_for(batch * S, seed, stddev);
+    }
+    std::vector<float> queries_for(int rows, std::uint64_t seed, float stddev = 1.0f) const {
+        return testing::rounded<T>(testing::random_normal(rows * heads * D, seed, stddev));
     }
 };
 
@@ -171,7 +221,8 @@ TEST_CASE("queries past the cache capacity give NaN rows and an InputError at th
     cuda::DeviceBuffer<std::int32_t> dstart(std::vector<std::int32_t>{7});  // positions 7, 8: 8 is past the end
     cuda::DeviceStatus status;
     cuda::causal_attention<float>(StridedMatrix<const float>(dq.data(), 2, 128, 128), f.cache.layer(0),
-                                  StridedMatrix<float>(dout.data(), 2, 128, 128), 2, 2, dstart.data(), {}, status.view());
+                                  StridedMatrix<float>(dout.data(), 2, 128, 128), 2,
+                                  cuda::SequenceRows::equal(dstart.data(), 1, 2), {}, status.view());
     CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
     for (float v : dout.download()) CHECK(std::isnan(v));
 }
@@ -181,7 +232,8 @@ TEST_CASE("attention rejects head counts that are not whole GQA groups") {
     cuda::DeviceBuffer<float> q(4 * 64), out(4 * 64);
     cuda::DeviceBuffer<std::int32_t> start(1);
     CHECK_THROWS_AS(cuda::causal_attention<float>(StridedMatrix<const float>(q.data(), 1, 256, 256), cache.layer(0),
-                                                  StridedMatrix<float>(out.data(), 1, 256, 256), 4, 1, start.data()),
+                                                  StridedMatrix<float>(out.data(), 1, 256, 256), 4,
+                                                  cuda::SequenceRows::equal(start.data(), 1, 1)),
                     ShapeError);
 }
 
@@ -244,16 +296,64 @@ TEST_CASE("key splits: positions past the cache still give NaN rows, and bad spl
     cuda::DeviceStatus status;
     const StridedMatrix<const float> q(dq.data(), 2, 128, 128);
     const StridedMatrix<float> out(dout.data(), 2, 128, 128);
-    cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(2), status.view(), nullptr,
-                                  &ws);
+    const auto seqs = cuda::SequenceRows::equal(dstart.data(), 1, 2);
+    cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, seqs, with_splits(2), status.view(), nullptr, &ws);
     CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
     for (float v : dout.download()) CHECK(std::isnan(v));
     // 2 rows x 2 heads x 17 chunks > 64 states; splits without a workspace.
-    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(17), {},
+    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, seqs, with_splits(17), {},
                                                   nullptr, &ws),
                     ShapeError);
-    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, 2, dstart.data(), with_splits(2)),
+    CHECK_THROWS_AS(cuda::causal_attention<float>(q, f.cache.layer(0), out, 2, seqs, with_splits(2)),
                     ShapeError);
+}
+
+// ---- sequences of different lengths in one launch (packed rows), each in the cache slot it names.
+
+TEST_CASE("packed sequences of different lengths, empty ones included, in named cache slots") {
+    Fixture<float> f(4, 6, 2, 64, 96);
+    cuda::AttentionSplits ws(64, 100000);
+    const std::vector<std::int32_t> slots = {2, 0, 3, 1};
+    const Call prefill({30, 0, 17, 5}, {0, 0, 0, 0}, slots);
+    f.append(prefill, 90);
+    CHECK(f.attend(prefill, f.queries_for(prefill.rows, 91)) < 1e-5);
+    const Call chunk({1, 9, 3, 20}, {30, 0, 17, 5}, slots);  // every sequence at its own offset
+    f.append(chunk, 92);
+    CHECK(f.attend(chunk, f.queries_for(chunk.rows, 93)) < 1e-5);
+    CHECK(f.attend(chunk, f.queries_for(chunk.rows, 94), with_splits(3), &ws) < 1e-5);
+    const Call decode({1, 1, 1, 1}, {31, 9, 20, 25}, {1, 3, 2, 0}, false);  // equal lengths, slots in another order
+    f.append(decode, 95);
+    CHECK(f.attend(decode, f.queries_for(decode.rows, 96), {}, &ws) < 1e-5);
+}
+
+TEST_CASE("packed sequences on the tensor-core kernel (bf16), lengths that are not multiples of its tiles") {
+    Fixture<bf16> f(3, 4, 2, 64, 256);
+    cuda::AttentionOptions opt;
+    opt.kernel = cuda::AttentionKernel::tensor_cores;
+    const Call prefill({100, 17, 64}, {0, 0, 0}, {1, 2, 0});
+    f.append(prefill, 97);
+    CHECK(f.attend(prefill, f.queries_for(prefill.rows, 98), opt) < 2e-2);
+    const Call chunk({0, 40, 23}, {100, 17, 64}, {1, 2, 0});
+    f.append(chunk, 99);
+    CHECK(f.attend(chunk, f.queries_for(chunk.rows, 100), opt) < 2e-2);
+}
+
+TEST_CASE("a slot outside the cache gives NaN rows and an InputError, never a write") {
+    Fixture<float> f(2, 2, 2, 32, 16);
+    const Call bad({3, 2}, {0, 0}, {1, 2});  // slot 2 of 2
+    auto dk = testing::upload_as<float>(testing::random_normal(5 * 64, 101));
+    cuda::DeviceStatus status;
+    cuda::kv_append<float, float>(StridedMatrix<const float>(dk.data(), 5, 64, 64),
+                                  StridedMatrix<const float>(dk.data(), 5, 64, 64), f.cache.layer(0), bad.seqs,
+                                  status.view(), nullptr);
+    CHECK_THROWS_AS(status.check(nullptr, "kv_append"), InputError);
+    status.reset(nullptr);
+    auto dout = testing::poisoned_device<float>(5 * 64);
+    cuda::causal_attention<float>(StridedMatrix<const float>(dk.data(), 5, 64, 64), f.cache.layer(0),
+                                  StridedMatrix<float>(dout.data(), 5, 64, 64), 2, bad.seqs, {}, status.view());
+    CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
+    const auto out = dout.download();
+    for (std::size_t i = 3 * 64; i < out.size(); ++i) CHECK(std::isnan(out[i]));  // sequence 1's rows
 }
 
 // ---- the tensor-core kernel (opt-in): prefill-sized launches of bf16/fp16, head dims 64 and 128.
@@ -303,8 +403,8 @@ TEST_CASE("tensor-core attention: NaN rows past the cache, and the shapes it doe
         cuda::DeviceBuffer<std::int32_t> dstart(std::vector<std::int32_t>{30});  // positions 30..49: past 40
         cuda::DeviceStatus status;
         cuda::causal_attention<bf16>(StridedMatrix<const bf16>(dq.data(), 20, 128, 128), f.cache.layer(0),
-                                     StridedMatrix<bf16>(dout.data(), 20, 128, 128), 2, 20, dstart.data(),
-                                     tensor_cores(), status.view());
+                                     StridedMatrix<bf16>(dout.data(), 20, 128, 128), 2,
+                                     cuda::SequenceRows::equal(dstart.data(), 1, 20), tensor_cores(), status.view());
         CHECK_THROWS_AS(status.check(nullptr, "attention"), InputError);
         for (float v : testing::download_floats(dout)) CHECK(std::isnan(v));
     }
@@ -313,16 +413,16 @@ TEST_CASE("tensor-core attention: NaN rows past the cache, and the shapes it doe
         cuda::KvCache<float> cache(1, 1, 1, 64, 32);
         cuda::DeviceBuffer<float> q(16 * 64), out(16 * 64);
         CHECK_THROWS_AS(cuda::causal_attention<float>(StridedMatrix<const float>(q.data(), 16, 64, 64), cache.layer(0),
-                                                      StridedMatrix<float>(out.data(), 16, 64, 64), 1, 16, start.data(),
-                                                      tensor_cores()),
+                                                      StridedMatrix<float>(out.data(), 16, 64, 64), 1,
+                                                      cuda::SequenceRows::equal(start.data(), 1, 16), tensor_cores()),
                         ShapeError);
     }
     {
         cuda::KvCache<bf16> cache(1, 1, 1, 32, 32);
         cuda::DeviceBuffer<bf16> q(16 * 32), out(16 * 32);
         CHECK_THROWS_AS(cuda::causal_attention<bf16>(StridedMatrix<const bf16>(q.data(), 16, 32, 32), cache.layer(0),
-                                                     StridedMatrix<bf16>(out.data(), 16, 32, 32), 1, 16, start.data(),
-                                                     tensor_cores()),
+                                                     StridedMatrix<bf16>(out.data(), 16, 32, 32), 1,
+                                                     cuda::SequenceRows::equal(start.data(), 1, 16), tensor_cores()),
                         ShapeError);
     }
 }

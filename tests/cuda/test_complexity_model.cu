@@ -23,6 +23,7 @@
 
 #include "complexity_cpu_reference.hpp"
 #include "cuda_test_support.cuh"
+#include "packed_calls.cuh"
 #include "error_message.hpp"
 #include "test_support.hpp"
 
@@ -363,29 +364,82 @@ TEST_CASE("HostModel: whole-sequence logits equal the GPU model's, chunked prefi
     CHECK(a.length() == 13);
 }
 
-TEST_CASE("HostModel refuses what the GPU cannot do, with the CPU model's messages where they agree") {
+TEST_CASE("sequences of different lengths in one GPU call, in named cache slots, give each sequence's logits") {
     using C = testing::ComplexityTiny;
-    gpu::HostModel<gpu::ComplexityModel<C, float>> model(host_weights<C>(testing::complexity_case<C>(44, false)), 2, 16);
+    testing::check_packed_calls<gpu::ComplexityModel<C, float>>(host_weights<C>(testing::complexity_case<C>(45, false)), 46);
+    using P = testing::ComplexityPrismTiny;
+    testing::check_packed_calls<gpu::ComplexityModel<P, float>>(host_weights<P>(testing::complexity_case<P>(47, false)), 48);
+}
+
+TEST_CASE("HostModel: sequences of different lengths in one call, chunked or not, equal one call per sequence") {
+    using C = testing::ComplexityTiny;
+    const auto w = host_weights<C>(testing::complexity_case<C>(44, false));
+    const auto ids32 = random_tokens(13 + 2 + 9, C::vocab, 49);
+    const std::vector<std::int64_t> ids(ids32.begin(), ids32.end());
+    const TokenSpan batch[] = {TokenSpan(ids).first(13), TokenSpan(ids).subspan(13, 2), TokenSpan(ids).subspan(15)};
+    gpu::HostModel<gpu::ComplexityModel<C, float>> model(w, 3, 32);
+    std::vector<float> one_by_one;
+    for (const TokenSpan& t : batch) {
+        const auto l = model.forward(t);
+        one_by_one.insert(one_by_one.end(), l.begin(), l.end());
+    }
+    std::vector<float> got(ids.size() * C::vocab, std::nanf(""));
+    model.forward(batch, LogitsAt::all, cpu::rows_of(got.data(), static_cast<index_t>(ids.size()), C::vocab));
+    CHECK(testing::relative_error(got, one_by_one) < 1e-5);
+
+    // max_rows 8 for 3 sequences: 2 tokens of each per device call, the short one done after the first.
+    gpu::HostModel<gpu::ComplexityModel<C, float>> narrow(w, 3, 8);
+    SlotCache a(16), b(16), c(16);
+    SlotCache* caches[] = {&a, &b, &c};
+    std::vector<float> last(3 * C::vocab, std::nanf(""));
+    narrow.extend(caches, batch, LogitsAt::last, cpu::rows_of(last.data(), 3, C::vocab));
+    for (int s = 0; s < 3; ++s) {
+        const std::size_t end = (s == 0 ? 13 : s == 1 ? 15 : ids.size()) - 1;  // the sequence's last row in one_by_one
+        const std::vector<float> want(one_by_one.begin() + static_cast<std::ptrdiff_t>(end * C::vocab),
+                                      one_by_one.begin() + static_cast<std::ptrdiff_t>((end + 1) * C::vocab));
+        CHECK_MESSAGE(testing::relative_error(row(last, static_cast<std::size_t>(s), C::vocab), want) < 1e-5,
+                      "sequence ", s);
+    }
+    CHECK((a.length() == 13 && b.length() == 2 && c.length() == 9));
+}
+
+TEST_CASE("HostModel: a KV cache may take any place in any call; slots are held until the cache goes away") {
+    using C = testing::ComplexityTiny;
+    const auto w = host_weights<C>(testing::complexity_case<C>(50, false));
+    const std::vector<std::int64_t> p = {1, 2, 3, 4}, q = {9, 8, 7};
+    gpu::HostModel<gpu::ComplexityModel<C, float>> model(w, 2, 16, /*max_caches=*/2);
     std::vector<float> logits(2 * C::vocab);
-    const std::vector<std::int64_t> three = {1, 2, 3}, two = {4, 5}, bad = {1, C::vocab};
-    const TokenSpan uneven[] = {three, two};
-    CHECK(testing::message_of([&] {
-              model.forward(uneven, LogitsAt::last, cpu::rows_of(logits.data(), 2, C::vocab));
-          }).find("sequences of one length per call") != std::string::npos);
+    SlotCache a(8), b(8);
+    model.extend(a, p, LogitsAt::none, cpu::rows_of(logits.data(), 0, C::vocab));
+    model.extend(b, q, LogitsAt::none, cpu::rows_of(logits.data(), 0, C::vocab));
+    SlotCache* swapped[] = {&b, &a};  // b first this time
+    model.decode(swapped, std::vector<std::int64_t>{5, 6}, cpu::rows_of(logits.data(), 2, C::vocab));
+    // The same steps one sequence at a time, on a model of its own.
+    const auto alone = [&](std::vector<std::int64_t> tokens) {
+        gpu::HostModel<gpu::ComplexityModel<C, float>> m(w, 1, 16);
+        const auto l = m.forward(tokens, LogitsAt::last);
+        return l;
+    };
+    CHECK(testing::relative_error(row(logits, 0, C::vocab), alone({9, 8, 7, 5})) < 1e-5);
+    CHECK(testing::relative_error(row(logits, 1, C::vocab), alone({1, 2, 3, 4, 6})) < 1e-5);
+    CHECK(model.held_caches() == 2);
+
+    // Every slot is held: a third cache is refused until one goes away.
+    {
+        SlotCache c(8);
+        CHECK(testing::message_of([&] { model.extend(c, q, LogitsAt::none, cpu::rows_of(logits.data(), 0, C::vocab)); })
+                  .find("held by live caches") != std::string::npos);
+        a = SlotCache(8);  // a's slot is given back
+        model.extend(c, q, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab));
+        CHECK(testing::relative_error(row(logits, 0, C::vocab), alone({9, 8, 7})) < 1e-5);
+    }
+    CHECK(model.held_caches() == 1);  // c went away; b still holds its slot
+    // A cache serves the model it was first used with.
+    gpu::HostModel<gpu::ComplexityModel<C, float>> other(w, 2, 16);
+    CHECK(testing::message_of([&] { other.extend(b, q, LogitsAt::none, cpu::rows_of(logits.data(), 0, C::vocab)); })
+              .find("another GPU model") != std::string::npos);
+    const std::vector<std::int64_t> bad = {1, C::vocab};
     CHECK(testing::message_of([&] { (void)model.forward(TokenSpan(bad)); }) ==
           "token id " + std::to_string(C::vocab) + " at position 1 of sequence 0 is outside the vocabulary [0, " +
               std::to_string(C::vocab) + ")");
-
-    // A cache keeps its slot, and a slot written by another call leaves the older cache stale.
-    SlotCache first(8), second(8);
-    model.extend(first, three, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab));
-    CHECK(testing::message_of([&] { model.extend(second, two, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab)); })
-              == "(no exception)");
-    CHECK(testing::message_of([&] { model.extend(first, two, LogitsAt::last, cpu::rows_of(logits.data(), 1, C::vocab)); })
-              .find("is stale") != std::string::npos);
-    SlotCache* swapped[] = {&second, &first};
-    first.clear();
-    CHECK(testing::message_of([&] {
-              model.decode(swapped, std::vector<std::int64_t>{1, 2}, cpu::rows_of(logits.data(), 2, C::vocab));
-          }).find("keeps its position") != std::string::npos);
 }

@@ -145,7 +145,7 @@ TEST_CASE("embedding gathers rows by token id and adds learned positions per seq
                     status.view());
     cuda::embedding(dtok.data(), Matrix<const float>(dt.data(), V, d),
                     StridedMatrix<float>(with_pos.data(), batch * S, d, d), status.view(), nullptr, dp.data(), P,
-                    dstart.data(), S);
+                    cuda::SequenceRows::equal(dstart.data(), batch, S));
     status.check(nullptr, "embedding");
     std::vector<double> want_plain, want_pos;
     for (int r = 0; r < batch * S; ++r)
@@ -154,6 +154,19 @@ TEST_CASE("embedding gathers rows by token id and adds learned positions per seq
             want_pos.push_back(double(table[tokens[r] * d + i]) + wpe[(starts[r / S] + r % S) * d + i]);
         }
     CHECK(testing::relative_error(plain.download(), want_plain) == 0.0);
+    CHECK(testing::relative_error(with_pos.download(), want_pos) < 1e-6);
+
+    // The same rows as sequences of lengths 4 and 8, packed: positions restart at each sequence's start.
+    cuda::DeviceBuffer<std::int32_t> offsets(std::vector<std::int32_t>{0, 4, 12});
+    cuda::SequenceRows packed = cuda::SequenceRows::equal(dstart.data(), batch, 8);
+    packed.offsets = offsets.data();
+    cuda::embedding(dtok.data(), Matrix<const float>(dt.data(), V, d),
+                    StridedMatrix<float>(with_pos.data(), batch * S, d, d), status.view(), nullptr, dp.data(), P, packed);
+    status.check(nullptr, "embedding");
+    want_pos.clear();
+    for (int r = 0; r < batch * S; ++r)
+        for (int i = 0; i < d; ++i)
+            want_pos.push_back(double(table[tokens[r] * d + i]) + wpe[(r < 4 ? starts[0] + r : starts[1] + r - 4) * d + i]);
     CHECK(testing::relative_error(with_pos.download(), want_pos) < 1e-6);
 }
 

@@ -7,6 +7,7 @@
 #include <cpx/cuda/prism_model.cuh>
 
 #include "cuda_test_support.cuh"
+#include "packed_calls.cuh"
 #include "prism_cpu_reference.hpp"
 #include "test_support.hpp"
 
@@ -175,4 +176,10 @@ TEST_CASE("invalid token ids and positions past the context are rejected on the 
     CHECK_THROWS_AS(model.forward(blas, std::vector<std::int32_t>(9, 1), 1, std::vector<std::int32_t>{0}, logits.data(),
                                   cuda::LogitRows::all, nullptr),
                     ShapeError);
+}
+
+TEST_CASE("sequences of different lengths in one call, in named cache slots, give each sequence's logits") {
+    using C = testing::PrismTiny;
+    testing::check_packed_calls<cuda::PrismModel<C, float>>(testing::weights_from<PrismWeights<C>>(testing::prism_weights<C>(30)),
+                                                            31);
 }

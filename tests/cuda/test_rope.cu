@@ -49,8 +49,8 @@ void check_qk_norm_rope(int D, int Hq, int Hkv, std::uint64_t seed) {
     cuda::DeviceBuffer<float> dwq(wq), dwk(wk);
     cuda::DeviceBuffer<std::int32_t> dstart(starts);
     StridedMatrix<T> qk(dx.data(), rows, static_cast<index_t>(Hq + Hkv) * D, width);
-    cuda::rope_heads<T, float>(qk, qk, Hq + Hkv, D, Hq, {&table, dwq.data()}, {&table, dwk.data()}, dstart.data(), S,
-                               1e-6f);
+    cuda::rope_heads<T, float>(qk, qk, Hq + Hkv, D, Hq, {&table, dwq.data()}, {&table, dwk.data()},
+                               cuda::SequenceRows::equal(dstart.data(), batch, S), 1e-6f);
     CPX_CUDA_CHECK(cudaDeviceSynchronize());
     const auto got = testing::download_floats(dx);
 
@@ -85,7 +85,7 @@ void check_prism_rope(int D, int H, std::uint64_t seed) {
     cuda::DeviceBuffer<std::int32_t> dstart(starts);
     cuda::rope_heads<T, float>(StridedMatrix<const T>(dx.data(), rows, width, width),
                                StridedMatrix<T>(dy.data(), rows, width, width), 2 * H, D, H, {&signal, nullptr},
-                               {&noise, nullptr}, dstart.data(), S, 0.0f);
+                               {&noise, nullptr}, cuda::SequenceRows::equal(dstart.data(), batch, S), 0.0f);
     CPX_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<double> want;
     for (int r = 0; r < rows; ++r)
@@ -125,7 +125,8 @@ TEST_CASE("a position past the table gives NaN heads and an InputError at the ch
     cuda::DeviceStatus status;
     cuda::rope_heads<float, float>(StridedMatrix<const float>(dx.data(), rows, D, D),
                                    StridedMatrix<float>(dy.data(), rows, D, D), 1, D, 1, {&table, nullptr},
-                                   {&table, nullptr}, dstart.data(), rows, 0.0f, status.view());
+                                   {&table, nullptr}, cuda::SequenceRows::equal(dstart.data(), 1, rows), 0.0f,
+                                   status.view());
     CHECK_THROWS_AS(status.check(nullptr, "rope"), InputError);
     const auto got = dy.download();
     for (int j = 0; j < 2 * D; ++j) CHECK(std::isfinite(got[j]));   // positions 6 and 7
@@ -138,6 +139,35 @@ TEST_CASE("rope_heads rejects a table built for another head dim") {
     cuda::DeviceBuffer<std::int32_t> start(1);
     CHECK_THROWS_AS((cuda::rope_heads<float, float>(StridedMatrix<const float>(x.data(), 4, 16, 16),
                                                     StridedMatrix<float>(x.data(), 4, 16, 16), 1, 16, 1,
-                                                    {&table, nullptr}, {&table, nullptr}, start.data(), 4, 0.0f)),
+                                                    {&table, nullptr}, {&table, nullptr},
+                                                    cuda::SequenceRows::equal(start.data(), 1, 4), 0.0f)),
                     ShapeError);
+}
+
+TEST_CASE("rope_heads: packed sequences of different lengths (one empty) each rotate from their own start") {
+    const int D = 32, H = 2, width = H * D;
+    const std::vector<std::int32_t> lengths = {5, 0, 9}, starts = {3, 40, 20}, offsets = {0, 5, 5, 14};
+    const int rows = 14;
+    const double theta = 10000.0;
+    cuda::RopeTable table({theta, 1.0, RopeConvention::rotate_half}, D, 48);
+    const auto x = testing::random_normal(rows * width, 10);
+    auto dx = testing::upload_as<float>(x);
+    auto dy = testing::poisoned_device<float>(rows * width);
+    cuda::DeviceBuffer<std::int32_t> dstart(starts), doff(offsets);
+    cuda::SequenceRows seqs = cuda::SequenceRows::equal(dstart.data(), 3, 9);
+    seqs.offsets = doff.data();
+    cuda::DeviceStatus status;
+    cuda::rope_heads<float, float>(StridedMatrix<const float>(dx.data(), rows, width, width),
+                                   StridedMatrix<float>(dy.data(), rows, width, width), H, D, H, {&table, nullptr},
+                                   {&table, nullptr}, seqs, 0.0f, status.view());
+    CHECK_NOTHROW(status.check(nullptr, "rope"));
+    std::vector<double> want;
+    for (int r = 0; r < rows; ++r) {
+        const int pos = r < 5 ? starts[0] + r : starts[2] + (r - 5);
+        for (int h = 0; h < H; ++h) {
+            const auto y = reference_head(&x[r * width + h * D], D, pos, theta, RopeConvention::rotate_half, nullptr, 0.0);
+            want.insert(want.end(), y.begin(), y.end());
+        }
+    }
+    CHECK(testing::relative_error(dy.download(), want) < 1e-5);
 }

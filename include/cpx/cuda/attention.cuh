@@ -1,11 +1,14 @@
 #pragma once
 // Fused causal attention over the KV cache, one kernel for prefill, chunked
 // prefill and decode, with grouped-query heads:
-//   out[b, i, h] = factor(h) * sum_j softmax_j(scale * q[b, i, h] . K[b, g, j]) V[b, g, j]
-//   over keys j <= start_pos[b] + i (the query's absolute position), g = h / groups.
-// Prefill is start_pos = 0; a chunk appended to a cache is start_pos = its
-// offset, with the proper offset causal mask (docs/MODELS.md §6.4); decode is one
-// query per sequence. factor(h) is 1, or `scaled_head_factor` for heads from
+//   out[b, i, h] = factor(h) * sum_j softmax_j(scale * q[b, i, h] . K[s, g, j]) V[s, g, j]
+//   over keys j <= start[b] + i (the query's absolute position), g = h / groups,
+//   s = the cache slot of sequence b.
+// Where each sequence's rows, start position and cache slot are is the call's
+// SequenceRows (sequence_rows.cuh): sequences of one length, or of different
+// lengths packed one after the other. Prefill is start = 0; a chunk appended
+// to a cache starts at its offset, with the proper offset causal mask
+// (docs/MODELS.md §6.4); decode is one query per sequence. factor(h) is 1, or `scaled_head_factor` for heads from
 // `scaled_head_begin` on: PRISM's noise heads get -lambda in the same launch
 // as the signal heads (their RoPE bases were chosen per head by rope_heads).
 //
@@ -61,18 +64,26 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
     const int split = static_cast<int>(blockIdx.x) % a.splits;
     const int slot0 = static_cast<int>(blockIdx.x) / a.splits * SL;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int total_slots = a.S * a.groups;
-    const int start = a.start_pos[b];
-    const int last_slot = min(slot0 + SL, total_slots) - 1;  // slot0 < total_slots by the grid size
+    if (a.seqs.malformed(b)) {  // offsets that cannot be followed: nothing is read or written
+        if (threadIdx.x == 0 && blockIdx.x == 0 && g == 0) a.status.position_error(0);
+        return;
+    }
+    const int len = a.seqs.length(b);
+    const int total_slots = len * a.groups;
+    if (slot0 >= total_slots) return;  // block-uniform: a sequence shorter than the longest of the call
+    const int start = a.seqs.start[b], cache_slot = a.seqs.slot(b);
+    const index_t first_row = a.seqs.first_row(b);
+    const int last_slot = min(slot0 + SL, total_slots) - 1;
 
-    auto slot_row = [&](int slot) { return static_cast<index_t>(b) * a.S + slot / a.groups; };
+    auto slot_row = [&](int slot) { return first_row + slot / a.groups; };
     auto slot_head = [&](int slot) { return g * a.groups + slot % a.groups; };
     auto partial_of = [&](int slot) {
         return a.partial +
                ((slot_row(slot) * a.heads + slot_head(slot)) * static_cast<index_t>(a.splits) + split) * (D + 2);
     };
 
-    if (start < 0 || start + a.S > a.cache.capacity) {  // block-uniform: no barrier is skipped by part of it
+    if (start < 0 || start + len > a.cache.capacity || cache_slot < 0 ||
+        cache_slot >= a.cache.slots) {  // block-uniform: no barrier is skipped by part of it
         for (int idx = threadIdx.x; idx < SL * D; idx += attention_threads) {
             const int slot = slot0 + idx / D;
             if (slot < total_slots)
@@ -109,7 +120,7 @@ __global__ void __launch_bounds__(attention_threads) causal_attention(AttentionA
         for (int t = 0; t < DL; ++t) o[r][t] = 0.0f;
     }
 
-    const index_t head_base = (static_cast<index_t>(b) * a.cache.kv_heads + g) * a.cache.capacity * D;
+    const index_t head_base = (static_cast<index_t>(cache_slot) * a.cache.kv_heads + g) * a.cache.capacity * D;
     const T* kh = a.cache.k + head_base;
     const T* vh = a.cache.v + head_base;
 
@@ -293,8 +304,8 @@ void launch_tensor_core_attention(const kernels::AttentionArgs<T>& a, dim3 grid,
 
 /// The tensor-core path of causal_attention (see AttentionKernel).
 template <class T>
-void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads, int S,
-                           int groups, int batch, const std::int32_t* start_pos, float scale, int scaled_head_begin,
+void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads,
+                           int groups, const SequenceRows& seqs, float scale, int scaled_head_begin,
                            float scaled_head_factor, StatusView status, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, float>) {
         raise<ShapeError>("causal_attention: the tensor-core kernel takes bf16 or fp16, not fp32");
@@ -305,11 +316,13 @@ void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, St
         require<ShapeError>(reinterpret_cast<std::uintptr_t>(q.data) % 16 == 0 && q.ld % 8 == 0,
                             "causal_attention: the tensor-core kernel reads queries 16 bytes at a time; their rows must ",
                             "start on 16-byte boundaries");
-        const long long query_blocks = (S + kernels::tc_attention_queries - 1) / kernels::tc_attention_queries;
-        require<ShapeError>(heads <= 65535 && batch <= 65535, "causal_attention: the launch is too large");
-        const kernels::AttentionArgs<T> a{q.data, q.ld,  cache, out.data, out.ld, S, heads, groups, start_pos, scale,
+        const long long query_blocks =
+            (seqs.longest + kernels::tc_attention_queries - 1) / kernels::tc_attention_queries;
+        require<ShapeError>(heads <= 65535 && seqs.batch <= 65535, "causal_attention: the launch is too large");
+        const kernels::AttentionArgs<T> a{q.data, q.ld,  cache, out.data, out.ld, heads, groups, seqs, scale,
                                           scaled_head_begin, scaled_head_factor, status, 1, 0, nullptr};
-        const dim3 grid(static_cast<unsigned>(query_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+        const dim3 grid(static_cast<unsigned>(query_blocks), static_cast<unsigned>(heads),
+                        static_cast<unsigned>(seqs.batch));
         if (D == 64) launch_tensor_core_attention<64>(a, grid, stream);
         else launch_tensor_core_attention<128>(a, grid, stream);
         CPX_CUDA_CHECK_LAUNCH();
@@ -317,16 +330,17 @@ void tensor_core_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, St
 }
 }  // namespace detail
 
-/// Causal attention of the `batch * S` query rows of q ([rows, heads * head_dim],
-/// row b * S + i is query i of sequence b at position start_pos[b] + i) over the
-/// cache layer, whose keys up to each query's position must already hold the
+/// Causal attention of the query rows of q ([rows, heads * head_dim]; `seqs` says
+/// which rows are which sequence's, at which positions, in which cache slot) over
+/// the cache layer, whose keys up to each query's position must already hold the
 /// sequence (kv_append the new tokens first). out: [rows, heads * head_dim].
 /// Head dims 16, 32, 64 and 128 are compiled. A sequence whose positions exceed
-/// the cache gives NaN rows and a status record. With `splits`, launches that
+/// the cache or whose slot is not one of its slots gives NaN rows and a status
+/// record. With `splits`, launches that
 /// would leave multiprocessors idle split the keys into chunks (see the header).
 template <class T>
-void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads, int S,
-                      const std::int32_t* start_pos, AttentionOptions opt = {}, StatusView status = {},
+void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, StridedMatrix<T> out, int heads,
+                      const SequenceRows& seqs, AttentionOptions opt = {}, StatusView status = {},
                       cudaStream_t stream = nullptr, AttentionSplits* splits = nullptr) {
     q.validate("causal_attention queries");
     out.validate("causal_attention output");
@@ -336,19 +350,20 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
     require<ShapeError>(q.cols == static_cast<index_t>(heads) * D && out.cols == q.cols && out.rows == q.rows,
                         "causal_attention: queries [", q.rows, ", ", q.cols, "] and output [", out.rows, ", ", out.cols,
                         "] must hold ", heads, " heads of ", D);
-    require<ShapeError>(S > 0 && q.rows % S == 0 && q.rows / S <= cache.batch, "causal_attention: ", q.rows,
-                        " rows are not whole sequences of ", S, " queries for ", cache.batch, " cache slots");
-    const int batch = static_cast<int>(q.rows / S);
+    seqs.validate(q.rows, "causal_attention");
+    require<ShapeError>(seqs.slots || seqs.batch <= cache.slots, "causal_attention: ", seqs.batch,
+                        " sequences for ", cache.slots, " cache slots");
+    const int batch = seqs.batch;
     const int groups = heads / cache.kv_heads;
-    const long long slot_blocks = (static_cast<long long>(S) * groups + kernels::attention_slots - 1) /
+    const long long slot_blocks = (static_cast<long long>(seqs.longest) * groups + kernels::attention_slots - 1) /
                                   kernels::attention_slots;
     require<ShapeError>(slot_blocks <= 0x7fffffff && cache.kv_heads <= 65535 && batch <= 65535,
                         "causal_attention: the launch is too large");
-    if (batch == 0) return;
+    if (q.rows == 0) return;
     const float scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
     const int scaled_head_begin = opt.scaled_head_begin < 0 ? heads : opt.scaled_head_begin;
-    if (opt.kernel == AttentionKernel::tensor_cores && S >= 16) {
-        detail::tensor_core_attention<T>(q, cache, out, heads, S, groups, batch, start_pos, scale, scaled_head_begin,
+    if (opt.kernel == AttentionKernel::tensor_cores && seqs.longest >= 16) {
+        detail::tensor_core_attention<T>(q, cache, out, heads, groups, seqs, scale, scaled_head_begin,
                                          opt.scaled_head_factor, status, stream);
         return;
     }
@@ -375,10 +390,9 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
                                 cache,
                                 out.data,
                                 out.ld,
-                                S,
                                 heads,
                                 groups,
-                                start_pos,
+                                seqs,
                                 scale,
                                 scaled_head_begin,
                                 opt.scaled_head_factor,

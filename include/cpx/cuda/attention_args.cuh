@@ -7,6 +7,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/kv_cache.cuh"
+#include "cpx/cuda/sequence_rows.cuh"
 
 namespace cpx::cuda::kernels {
 
@@ -14,12 +15,12 @@ namespace cpx::cuda::kernels {
 template <class T>
 struct AttentionArgs {
     const T* q;
-    index_t q_ld;  // q of token row r = b * S + i, head h: q[r * q_ld + h * D + d]
+    index_t q_ld;  // q of token row r (query i of sequence b: r = seqs.first_row(b) + i), head h: q[r * q_ld + h * D + d]
     KvLayer<T> cache;
     T* out;
     index_t out_ld;
-    int S, heads, groups;
-    const std::int32_t* start_pos;
+    int heads, groups;
+    SequenceRows seqs;
     float scale;
     int scaled_head_begin;
     float scaled_head_factor;

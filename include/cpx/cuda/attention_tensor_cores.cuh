@@ -79,14 +79,21 @@ __global__ void __launch_bounds__(tc_attention_threads) causal_attention_tensor_
     const int b = blockIdx.z, h = blockIdx.y, q0 = static_cast<int>(blockIdx.x) * QB;
     const int g = h / a.groups;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int start = a.start_pos[b];
-    const int q_end = min(q0 + QB, a.S);  // queries [q0, q_end) of this sequence
-    auto out_row = [&](int i) { return a.out + (static_cast<index_t>(b) * a.S + i) * a.out_ld + static_cast<index_t>(h) * D; };
+    if (a.seqs.malformed(b)) {  // offsets that cannot be followed: nothing is read or written
+        if (threadIdx.x == 0 && blockIdx.x == 0 && h == 0) a.status.position_error(0);
+        return;
+    }
+    const int len = a.seqs.length(b);
+    if (q0 >= len) return;  // block-uniform: a sequence shorter than the longest of the call
+    const int start = a.seqs.start[b], cache_slot = a.seqs.slot(b);
+    const index_t first_row = a.seqs.first_row(b);
+    const int q_end = min(q0 + QB, len);  // queries [q0, q_end) of this sequence
+    auto out_row = [&](int i) { return a.out + (first_row + i) * a.out_ld + static_cast<index_t>(h) * D; };
 
-    if (start < 0 || start + a.S > a.cache.capacity) {  // block-uniform
+    if (start < 0 || start + len > a.cache.capacity || cache_slot < 0 || cache_slot >= a.cache.slots) {  // block-uniform
         for (int idx = threadIdx.x; idx < (q_end - q0) * D; idx += tc_attention_threads)
             out_row(q0 + idx / D)[idx % D] = from_float<T>(NAN);
-        if (threadIdx.x == 0) a.status.position_error(static_cast<index_t>(b) * a.S + q0);
+        if (threadIdx.x == 0) a.status.position_error(first_row + q0);
         return;
     }
 
@@ -98,12 +105,12 @@ __global__ void __launch_bounds__(tc_attention_threads) causal_attention_tensor_
     auto* Ps = reinterpret_cast<std::uint16_t*>(smem + L::p_at) + warp * 16 * PLD;
     float* Os = reinterpret_cast<float*>(smem + L::o_at) + warp * 16 * OLD;
 
-    const auto* q_base = reinterpret_cast<const std::uint16_t*>(a.q + static_cast<index_t>(b) * a.S * a.q_ld +
-                                                                 static_cast<index_t>(h) * D);
-    load_tile<D, TLD>(Qs, q_base, a.q_ld, q0, a.S);
+    const auto* q_base =
+        reinterpret_cast<const std::uint16_t*>(a.q + first_row * a.q_ld + static_cast<index_t>(h) * D);
+    load_tile<D, TLD>(Qs, q_base, a.q_ld, q0, len);
     for (int idx = lane; idx < 16 * OLD; idx += 32) Os[idx] = 0.0f;
 
-    const index_t head_base = (static_cast<index_t>(b) * a.cache.kv_heads + g) * a.cache.capacity * D;
+    const index_t head_base = (static_cast<index_t>(cache_slot) * a.cache.kv_heads + g) * a.cache.capacity * D;
     const auto* kh = reinterpret_cast<const std::uint16_t*>(a.cache.k + head_base);
     const auto* vh = reinterpret_cast<const std::uint16_t*>(a.cache.v + head_base);
     const int kv_end = start + q_end;  // keys 0 .. position of the block's last query

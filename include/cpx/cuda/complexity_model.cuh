@@ -89,13 +89,16 @@ public:
     /// `max_rows` tokens in total. The compute layout of the weights is the device's
     /// (the fused [W | W_mu] QKV rows included); matrices are converted from W to T on the
     /// host (exact when they are equal). A token-routed model keeps one device table when
-    /// every layer routes alike, else one per layer.
+    /// every layer routes alike, else one per layer. The KV cache holds `cache_slots`
+    /// sequences of the whole context (0: max_batch); a call's sequences use slots
+    /// 0 .. batch - 1 unless set_inputs names others.
     template <class W>
-    ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows)
-        : inputs_("cuda::ComplexityModel", max_batch, max_rows, vocab, context),
+    ComplexityModel(const ComplexityWeights<C, W>& weights, int max_batch, int max_rows, int cache_slots = 0)
+        : inputs_("cuda::ComplexityModel", max_batch, max_rows, vocab, context, cache_slots > 0 ? cache_slots : max_batch),
           rope_(C::rope, Gpu::head_dim, context),
-          cache_(layers, max_batch, Gpu::cache_heads, Gpu::head_dim, context),
+          cache_(layers, inputs_.cache_slots(), Gpu::cache_heads, Gpu::head_dim, context),
           h_(static_cast<std::size_t>(max_rows) * d),
+          last_(static_cast<std::size_t>(max_batch) * d),
           a_mu_(static_cast<std::size_t>(max_rows) * in_width),
           qkv_(static_cast<std::size_t>(max_rows) * (prism ? Gpu::u_rows : qkv_width)),
           attn_(static_cast<std::size_t>(max_rows) * (prism ? Gpu::u_rows : q_width)),
@@ -125,13 +128,16 @@ public:
         for (int i = 0; i < layers; ++i) layers_.push_back(upload_layer_<W>(weights.layer(i)));
     }
 
-    /// Enqueues the forward pass over the inputs last given to set_inputs. logits:
-    /// device fp32, [batch * S, vocab] (LogitRows::all) or [batch, vocab] (last).
-    void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
-        require<ShapeError>(S >= 1, "cuda::ComplexityModel: ", S, " tokens per sequence");
-        inputs_.check(static_cast<std::size_t>(batch) * S, batch);
-        const int rows = batch * S;
-        status_.reset(stream);
+private:
+    friend ModelCalls<ComplexityModel>;
+    using value_type = T;
+    static constexpr int attention_head_dim = Gpu::head_dim;
+
+    /// The forward pass over the inputs last given to set_inputs (ModelCalls::enqueue). The
+    /// learned router's experts stay on the SIMT kernel whatever use_kernels chose.
+    void enqueue_call_(Blas& blas, const CallShape& shape, const SequenceRows& seqs, float* logits, LogitRows which,
+                       cudaStream_t stream) {
+        const int rows = shape.rows;
         const StridedMatrix<float> h(h_.data(), rows, d, d);
         const StridedMatrix<T> a_mu(a_mu_.data(), rows, in_width, in_width);
         const StridedMatrix<T> a = a_mu.columns(0, d);
@@ -152,21 +158,19 @@ public:
                                                        StridedMatrix<T>(rotated_.data(), rows, Gpu::u_rows, Gpu::u_rows),
                                                        StridedMatrix<T>(attn_.data(), rows, Gpu::u_rows, Gpu::u_rows)};
                 prism_attention_add<typename Gpu::Prism, T, float>(
-                    blas, a, l.u.data(), l.lambda, *prism_rope_, cache_.layer(i), scratch, inputs_.starts(), S,
-                    kernels_.attention, status_.view(), &splits_, h, stream);
+                    blas, a, l.u.data(), l.lambda, *prism_rope_, cache_.layer(i), scratch, seqs, kernels_.attention, status_.view(), &splits_, h, stream);
             } else {
                 linear<T, T>(blas, a_mu, StridedMatrix<const T>(l.qkv.data(), qkv_width, in_width, in_width),
                              WeightLayout::out_in, qkv, 1.0f, 0.0f, stream);
                 const StridedMatrix<T> qk = qkv.columns(0, q_width + kv_width);
                 rope_heads<T, float>(qk, qk, heads + kv_heads, hd, heads, {&rope_, l.q_norm.data()},
-                                     {&rope_, l.k_norm.data()}, inputs_.starts(), S, C::qk_norm_eps, status_.view(), stream);
+                                     {&rope_, l.k_norm.data()}, seqs, C::qk_norm_eps, status_.view(), stream);
                 const KvLayer<T> kv = cache_.layer(i);
-                kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, S,
-                                inputs_.starts(), status_.view(), stream);
+                kv_append<T, T>(qkv.columns(q_width, kv_width), qkv.columns(q_width + kv_width, kv_width), kv, seqs,
+                                status_.view(), stream);
                 AttentionOptions opt;
                 opt.kernel = kernels_.attention;
-                causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, S, inputs_.starts(), opt, status_.view(), stream,
-                                    &splits_);
+                causal_attention<T>(qkv.columns(0, q_width), kv, attn, heads, seqs, opt, status_.view(), stream, &splits_);
                 linear<T, float>(blas, attn, StridedMatrix<const T>(l.o.data(), d, q_width, q_width), WeightLayout::out_in, h,
                                  1.0f, 1.0f, stream);
             }
@@ -201,26 +205,13 @@ public:
                 }
             }
         }
-        // Final norm on the rows that get logits (every row, or row S - 1 of each sequence), then the tied head.
-        const StridedMatrix<float> head_in =
-            which == LogitRows::all ? h : StridedMatrix<float>(h_.data() + static_cast<index_t>(S - 1) * d, batch, d, index_t{S} * d);
+        // Final norm on the rows that get logits (every row, or each sequence's last), then the tied head.
+        const StridedMatrix<float> head_in = logit_rows(h, shape, seqs, which, last_.data(), stream);
         const StridedMatrix<T> normed(m_.data(), head_in.rows, d, d);
         rmsnorm<float, float, T>(head_in, Vector<const float>(norm_.data(), d), normed, C::norm_eps, stream);
         linear<T, float>(blas, normed, StridedMatrix<const T>(embed_.data(), vocab, d, d), WeightLayout::out_in,
                          StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
     }
-
-    KvCache<T>& cache() { return cache_; }
-
-    /// Opt-in tensor-core kernels (KernelChoice); checked against T and the head dim here.
-    /// The learned router's experts stay on the SIMT kernel.
-    void use_kernels(const KernelChoice& k) {
-        check_kernel_choice<T>(k, Gpu::head_dim, "cuda::ComplexityModel");
-        kernels_ = k;
-    }
-
-private:
-    friend ModelCalls<ComplexityModel>;
 
     struct Layer {
         DeviceBuffer<float> input_norm, post_norm, q_norm, k_norm, mu_param;
@@ -301,7 +292,7 @@ private:
     KvCache<T> cache_;
     AttentionSplits splits_{Gpu::head_dim};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
-    DeviceBuffer<float> h_;
+    DeviceBuffer<float> h_, last_;  ///< last_: each sequence's last row when lengths differ
     DeviceBuffer<T> a_mu_, qkv_, attn_, rotated_, m_, h_copy_, dense_scratch_;  ///< qkv_ and attn_ hold u and y with PRISM
     /// PRISM attention's signal and noise tables (nothing for mu-guided attention).
     std::conditional_t<prism, std::optional<PrismRope<typename Gpu::Prism>>, std::monostate> prism_rope_;

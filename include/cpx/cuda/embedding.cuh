@@ -17,6 +17,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cuda/check.cuh"
 #include "cpx/cuda/device_status.cuh"
+#include "cpx/cuda/sequence_rows.cuh"
 
 namespace cpx::cuda {
 
@@ -33,8 +34,8 @@ namespace kernels {
 template <class Tok, class T, class Out>
 __global__ void __launch_bounds__(128)
     embedding_rows(const Tok* __restrict__ tokens, const T* __restrict__ table, index_t vocab, int d, Out* out,
-                   index_t out_ld, const T* __restrict__ positions, int position_rows, const std::int32_t* start_pos,
-                   int tokens_per_seq, StatusView status) {
+                   index_t out_ld, const T* __restrict__ positions, int position_rows, SequenceRows seqs,
+                   StatusView status) {
     const long long r = blockIdx.x;
     Out* y = out + r * out_ld;
     const long long t = static_cast<long long>(tokens[r]);
@@ -42,8 +43,9 @@ __global__ void __launch_bounds__(128)
     if (!ok && threadIdx.x == 0) status.token_error(r);
     int pos = 0;
     if (positions) {
-        pos = start_pos[r / tokens_per_seq] + static_cast<int>(r % tokens_per_seq);
-        if (pos < 0 || pos >= position_rows) {
+        const int seq = seqs.sequence_of(static_cast<int>(r));
+        pos = seqs.position(static_cast<int>(r), seq);
+        if (pos < 0 || pos >= position_rows || seqs.malformed(seq)) {
             if (threadIdx.x == 0) status.position_error(r);
             ok = false;
         }
@@ -62,23 +64,22 @@ __global__ void __launch_bounds__(128)
 }  // namespace kernels
 
 /// out[r, :] = table[tokens[r], :] for r < out.rows, with tokens on the device.
-/// With `positions` ([P, d], device), adds positions[start_pos[r / tokens_per_seq]
-/// + r % tokens_per_seq, :]. Invalid ids or positions: NaN rows and a status record.
+/// With `positions` ([P, d], device), adds positions[position of row r, :], the
+/// positions given by `seqs`. Invalid ids or positions: NaN rows and a status record.
 template <class Tok, class T, class Out>
 void embedding(const Tok* tokens, Matrix<const T> table, StridedMatrix<Out> out, StatusView status,
                cudaStream_t stream = nullptr, const T* positions = nullptr, int position_rows = 0,
-               const std::int32_t* start_pos = nullptr, int tokens_per_seq = 1) {
+               const SequenceRows& seqs = {}) {
     static_assert(std::is_integral_v<Tok>, "token ids are integers");
     out.validate("cuda::embedding output");
     require<ShapeError>(out.cols == table.extent(1), "cuda::embedding: output width ", out.cols,
                         " differs from the table width ", table.extent(1));
-    require<ShapeError>(!positions || (start_pos && tokens_per_seq > 0 && out.rows % tokens_per_seq == 0),
-                        "cuda::embedding: positional rows need start positions and whole sequences");
+    if (positions) seqs.validate(out.rows, "cuda::embedding (positional rows)");
     require<ShapeError>(out.rows <= 0x7fffffff, "cuda::embedding: too many rows");
     if (out.rows == 0 || out.cols == 0) return;
     kernels::embedding_rows<<<static_cast<unsigned>(out.rows), 128, 0, stream>>>(
         tokens, table.data(), table.extent(0), static_cast<int>(table.extent(1)), out.data, out.ld, positions,
-        position_rows, start_pos, tokens_per_seq, status);
+        position_rows, seqs, status);
     CPX_CUDA_CHECK_LAUNCH();
 }
 

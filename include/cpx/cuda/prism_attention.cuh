@@ -38,23 +38,23 @@ struct PrismAttentionScratch {
 };
 
 /// h += PRISM attention of the normalised rows `a` for one layer: U [2HD, d] and lambda of that
-/// layer, its KV cache (2H heads of dim D), each sequence's start position on the device.
+/// layer, its KV cache (2H heads of dim D), where the call's sequences are (SequenceRows).
 template <class A, class T, class H>
 void prism_attention_add(Blas& blas, StridedMatrix<const T> a, const T* U, float lambda, const PrismRope<A>& rope,
-                         const KvLayer<T>& kv, const PrismAttentionScratch<T>& s, const std::int32_t* starts, int S,
+                         const KvLayer<T>& kv, const PrismAttentionScratch<T>& s, const SequenceRows& seqs,
                          AttentionKernel kernel, StatusView status, AttentionSplits* splits, StridedMatrix<H> h,
                          cudaStream_t stream) {
     constexpr int heads = A::heads, D = A::head_dim, width = A::u_rows;
     const StridedMatrix<const T> u_weight(U, width, A::hidden, A::hidden);
     linear<T, T>(blas, a, u_weight, WeightLayout::out_in, s.u, 1.0f, 0.0f, stream);
-    rope_heads<T, float>(s.u, s.rotated, 2 * heads, D, heads, {&rope.signal, nullptr}, {&rope.noise, nullptr}, starts, S,
-                         0.0f, status, stream);
-    kv_append<T, T>(s.rotated, s.u, kv, S, starts, status, stream);
+    rope_heads<T, float>(s.u, s.rotated, 2 * heads, D, heads, {&rope.signal, nullptr}, {&rope.noise, nullptr}, seqs, 0.0f,
+                         status, stream);
+    kv_append<T, T>(s.rotated, s.u, kv, seqs, status, stream);
     AttentionOptions opt;
     opt.scaled_head_begin = heads;
     opt.scaled_head_factor = -lambda;
     opt.kernel = kernel;
-    causal_attention<T>(s.rotated, kv, s.y, 2 * heads, S, starts, opt, status, stream, splits);
+    causal_attention<T>(s.rotated, kv, s.y, 2 * heads, seqs, opt, status, stream, splits);
     const float out_scale = static_cast<float>(1.0 / std::sqrt(A::output_scale_squared_inverse));
     linear<T, H>(blas, s.y, u_weight, WeightLayout::in_out, h, out_scale, 1.0f, stream);
 }

@@ -60,13 +60,15 @@ public:
     /// loaded by load_prism_checkpoint, drawn by random(seed) or converted; matrices
     /// converted from W to T on the host) and sizes every buffer for calls of up to
     /// `max_batch` sequences and `max_rows` tokens in total; the KV cache holds
-    /// `max_batch` sequences of the full context.
+    /// `cache_slots` sequences of the full context (0: max_batch), a call's sequences
+    /// in slots 0 .. batch - 1 unless set_inputs names others.
     template <class W>
-    PrismModel(const PrismWeights<C, W>& weights, int max_batch, int max_rows)
-        : inputs_("cuda::PrismModel", max_batch, max_rows, vocab, context),
+    PrismModel(const PrismWeights<C, W>& weights, int max_batch, int max_rows, int cache_slots = 0)
+        : inputs_("cuda::PrismModel", max_batch, max_rows, vocab, context, cache_slots > 0 ? cache_slots : max_batch),
           rope_(context),
-          cache_(layers, max_batch, 2 * H, D, context),
+          cache_(layers, inputs_.cache_slots(), 2 * H, D, context),
           x_(static_cast<std::size_t>(max_rows) * d),
+          last_(static_cast<std::size_t>(max_batch) * d),
           normed_(static_cast<std::size_t>(max_rows) * d),
           u_(static_cast<std::size_t>(max_rows) * width),
           rotated_(static_cast<std::size_t>(max_rows) * width),
@@ -95,27 +97,27 @@ public:
         }
     }
 
-    /// Enqueues the forward pass over the inputs last given to set_inputs (the same
-    /// batch and S). logits: device fp32, [batch * S, vocab] (LogitRows::all) or
-    /// [batch, vocab] (LogitRows::last). No host synchronisation, no allocation.
-    void enqueue(Blas& blas, int batch, int S, float* logits, LogitRows which, cudaStream_t stream) {
-        require<ShapeError>(S >= 1, "cuda::PrismModel: ", S, " tokens per sequence");
-        inputs_.check(static_cast<std::size_t>(batch) * S, batch);
-        const int rows = batch * S;
-        status_.reset(stream);
+private:
+    friend ModelCalls<PrismModel>;
+    using value_type = T;
+    static constexpr int attention_head_dim = D;
+
+    /// The forward pass over the inputs last given to set_inputs (ModelCalls::enqueue).
+    void enqueue_call_(Blas& blas, const CallShape& shape, const SequenceRows& seqs, float* logits, LogitRows which,
+                       cudaStream_t stream) {
+        const int rows = shape.rows;
         const StridedMatrix<float> x(x_.data(), rows, d, d);
         const StridedMatrix<T> normed(normed_.data(), rows, d, d);
         const StridedMatrix<T> u(u_.data(), rows, width, width), rot(rotated_.data(), rows, width, width),
             y(y_.data(), rows, width, width), hidden(hidden_.data(), rows, mlp_width, mlp_width);
         embedding<std::int32_t, T, float>(inputs_.tokens(), Matrix<const T>(wte_.data(), vocab, d), x, status_.view(),
-                                          stream, wpe_.data(), context, inputs_.starts(), S);
+                                          stream, wpe_.data(), context, seqs);
         const PrismAttentionScratch<T> scratch{u, rot, y};
         for (int i = 0; i < layers; ++i) {
             const Layer& l = layers_[static_cast<std::size_t>(i)];
             layernorm<float, float, T>(x, l.ln_1_w.data(), bias_(l.ln_1_b), normed, C::ln_eps, stream);
             prism_attention_add<Attention, T, float>(blas, normed, l.u.data(), l.lambda, rope_, cache_.layer(i), scratch,
-                                                     inputs_.starts(), S, kernels_.attention, status_.view(), &splits_,
-                                                     x, stream);
+                                                     seqs, kernels_.attention, status_.view(), &splits_, x, stream);
 
             layernorm<float, float, T>(x, l.ln_2_w.data(), bias_(l.ln_2_b), normed, C::ln_eps, stream);
             linear<T, T>(blas, normed, StridedMatrix<const T>(l.c_fc.data(), mlp_width, d, d), WeightLayout::out_in,
@@ -125,25 +127,13 @@ public:
                              WeightLayout::out_in, x, 1.0f, 1.0f, stream);
             if (C::bias) add_bias<float, float>(x, l.c_proj_b.data(), stream);
         }
-        // LN_f on the rows that get logits: every row, or row S - 1 of each sequence (rows S apart).
-        const StridedMatrix<float> head_in =
-            which == LogitRows::all ? x : StridedMatrix<float>(x_.data() + static_cast<index_t>(S - 1) * d, batch, d, index_t{S} * d);
+        // LN_f on the rows that get logits: every row, or each sequence's last.
+        const StridedMatrix<float> head_in = logit_rows(x, shape, seqs, which, last_.data(), stream);
         const StridedMatrix<T> head_normed(normed_.data(), head_in.rows, d, d);
         layernorm<float, float, T>(head_in, ln_f_w_.data(), bias_(ln_f_b_), head_normed, C::ln_eps, stream);
         linear<T, float>(blas, head_normed, StridedMatrix<const T>(wte_.data(), vocab, d, d), WeightLayout::out_in,
                          StridedMatrix<float>(logits, head_in.rows, vocab, vocab), 1.0f, 0.0f, stream);
     }
-
-    KvCache<T>& cache() { return cache_; }
-
-    /// Opt-in tensor-core attention (KernelChoice; PRISM has no experts), checked against T and D here.
-    void use_kernels(const KernelChoice& k) {
-        check_kernel_choice<T>(k, D, "cuda::PrismModel");
-        kernels_ = k;
-    }
-
-private:
-    friend ModelCalls<PrismModel>;
 
     struct Layer {
         DeviceBuffer<float> ln_1_w, ln_1_b, ln_2_w, ln_2_b, c_fc_b, c_proj_b;
@@ -157,7 +147,7 @@ private:
     KvCache<T> cache_;
     AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
     KernelChoice kernels_;
-    DeviceBuffer<float> x_;
+    DeviceBuffer<float> x_, last_;  ///< last_: each sequence's last row when lengths differ
     DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
     DeviceBuffer<T> wte_, wpe_;
     DeviceBuffer<float> ln_f_w_, ln_f_b_;

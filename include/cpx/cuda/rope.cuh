@@ -9,7 +9,7 @@
 //     bases theta*m and theta/m, interleaved pairs, no norm, out of place.
 // The angles come from a host-built table (RopeTable) computed with the same
 // rope_angle as the CPU path, so both paths rotate by identical fp32 cos/sin.
-// Position of token row r: start_pos[r / tokens_per_seq] + r % tokens_per_seq
+// Position of token row r: from the call's SequenceRows (cuda/sequence_rows.cuh)
 // (per-sequence starts live on the device, so a decode graph reads them at replay).
 
 #include <cmath>
@@ -23,6 +23,7 @@
 #include "cpx/cuda/device_buffer.cuh"
 #include "cpx/cuda/device_status.cuh"
 #include "cpx/cuda/reduce.cuh"
+#include "cpx/cuda/sequence_rows.cuh"
 #include "cpx/layers/norm_math.hpp"
 #include "cpx/layers/rope_math.hpp"
 
@@ -80,8 +81,7 @@ struct RopeHeadsArgs {
     int table_positions;
     bool rotate_half;
     float eps;
-    const std::int32_t* start_pos;
-    int tokens_per_seq;
+    SequenceRows seqs;
     StatusView status;
 };
 
@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(128) rope_heads(RopeHeadsArgs<T, W> a) {
     T* y = a.out + row * a.out_ld + static_cast<index_t>(head) * a.head_dim;
     const int half = a.head_dim / 2;
 
-    const int pos = a.start_pos[row / a.tokens_per_seq] + row % a.tokens_per_seq;
-    if (pos < 0 || pos >= a.table_positions) {
+    const int seq = a.seqs.sequence_of(row);
+    const int pos = a.seqs.position(row, seq);
+    if (pos < 0 || pos >= a.table_positions || a.seqs.malformed(seq)) {
         for (int j = lane; j < a.head_dim; j += 32) y[j] = from_float<T>(NAN);
         if (lane == 0) a.status.position_error(row);
         return;
@@ -134,13 +135,11 @@ __global__ void __launch_bounds__(128) rope_heads(RopeHeadsArgs<T, W> a) {
 /// Rotates (and with a norm weight, first RMS-normalises) every head of every
 /// row of `in` into `out` (which may be `in`). Rows are tokens holding `heads`
 /// consecutive heads of `head_dim` values; heads [0, split) use `first`, the
-/// rest `second`. `start_pos` (device, one entry per sequence) and
-/// `tokens_per_seq` give each row's position; positions outside the tables give
-/// NaN heads and a status record, never an out-of-bounds read.
+/// rest `second`. `seqs` gives each row's position; positions outside the
+/// tables give NaN heads and a status record, never an out-of-bounds read.
 template <class T, class W = float>
 void rope_heads(StridedMatrix<const T> in, StridedMatrix<T> out, int heads, int head_dim, int split,
-                RopeHeadSet<W> first, RopeHeadSet<W> second, const std::int32_t* start_pos, int tokens_per_seq,
-                float eps, StatusView status = {}, cudaStream_t stream = nullptr) {
+                RopeHeadSet<W> first, RopeHeadSet<W> second, const SequenceRows& seqs, float eps, StatusView status = {}, cudaStream_t stream = nullptr) {
     in.validate("cuda::rope_heads input");
     out.validate("cuda::rope_heads output");
     require<ShapeError>(heads > 0 && head_dim > 0 && head_dim % 2 == 0, "cuda::rope_heads: ", heads, " heads of dim ",
@@ -149,8 +148,7 @@ void rope_heads(StridedMatrix<const T> in, StridedMatrix<T> out, int heads, int 
                         "cuda::rope_heads: input [", in.rows, ", ", in.cols, "] and output [", out.rows, ", ", out.cols,
                         "] must both hold ", heads, " heads of ", head_dim);
     require<ShapeError>(split >= 0 && split <= heads, "cuda::rope_heads: split ", split, " outside [0, ", heads, "]");
-    require<ShapeError>(tokens_per_seq > 0 && in.rows % tokens_per_seq == 0, "cuda::rope_heads: ", in.rows,
-                        " rows are not whole sequences of ", tokens_per_seq, " tokens");
+    seqs.validate(in.rows, "cuda::rope_heads");
     const RopeHeadSet<W> sets[2] = {first, second};
     for (int s = 0; s < 2; ++s) {
         const bool used = s == 0 ? split > 0 : split < heads;
@@ -167,8 +165,7 @@ void rope_heads(StridedMatrix<const T> in, StridedMatrix<T> out, int heads, int 
     if (in.rows == 0) return;
     kernels::RopeHeadsArgs<T, W> a{in.data, in.ld, out.data, out.ld, static_cast<int>(in.rows), heads, head_dim, split,
                                    {t0->data(), t1->data()}, {first.norm_weight, second.norm_weight},
-                                   t0->positions(), t0->convention() == RopeConvention::rotate_half, eps, start_pos,
-                                   tokens_per_seq, status};
+                                   t0->positions(), t0->convention() == RopeConvention::rotate_half, eps, seqs, status};
     const long long items = in.rows * static_cast<long long>(heads);
     kernels::rope_heads<T, W><<<static_cast<unsigned>((items + 3) / 4), 128, 0, stream>>>(a);
     CPX_CUDA_CHECK_LAUNCH();
