@@ -12,9 +12,9 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/causal_attention.hpp>
-#include <cpx/cpu/mu_gqa_attention.hpp>
-#include <cpx/cpu/prism_attention.hpp>
+#include <cpx/cpu/layers/causal_attention.hpp>
+#include <cpx/cpu/layers/mu_gqa_attention.hpp>
+#include <cpx/cpu/layers/prism_attention.hpp>
 
 #include <cmath>
 #include <string>

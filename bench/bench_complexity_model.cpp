@@ -20,7 +20,7 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/model.hpp>
 
 #include <memory>
 #include <set>

@@ -27,12 +27,12 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/cuda/blas.cuh>
-#include <cpx/cuda/complexity_model.cuh>
-#include <cpx/cuda/device_query.cuh>
-#include <cpx/cuda/graph.cuh>
-#include <cpx/cuda/greedy_decode.cuh>
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/cuda/runtime/blas.cuh>
+#include <cpx/models/complexity/model.cuh>
+#include <cpx/cuda/runtime/device_query.cuh>
+#include <cpx/cuda/runtime/graph.cuh>
+#include <cpx/cuda/kernels/greedy_decode.cuh>
+#include <cpx/models/complexity/weights.hpp>
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>

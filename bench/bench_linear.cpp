@@ -7,8 +7,8 @@
 //   matrix-vector product (single-threaded in Eigen 3.4) is the baseline.
 #include "bench_support.hpp"
 
-#include <cpx/cpu/gemm_f32_packed.hpp>
-#include <cpx/cpu/linear.hpp>
+#include <cpx/cpu/kernels/gemm_f32_packed.hpp>
+#include <cpx/cpu/kernels/linear.hpp>
 
 #include <string>
 
@@ -85,7 +85,7 @@ void prefill_bf16_compute(const Shape& s, index_t tokens, int threads) {
     });
 }
 
-/// The fp32 product with the weight packed once (cpu/gemm_f32_packed.hpp) instead of Eigen's GEMM.
+/// The fp32 product with the weight packed once (cpu/kernels/gemm_f32_packed.hpp) instead of Eigen's GEMM.
 void prefill_f32_packed(const Shape& s, index_t tokens, int threads) {
     if (!cpu::gemm_f32_packed_available()) return;
     add(name_of(s, "f32_packed", tokens, threads), [=](benchmark::State& state) {

@@ -3,8 +3,8 @@
 // buffers from cache-sized to well past the last-level cache.
 #include "bench_support.hpp"
 
-#include <cpx/cpu/gemm_bf16.hpp>
-#include <cpx/cpu/gemm_f32_packed.hpp>
+#include <cpx/cpu/kernels/gemm_bf16.hpp>
+#include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 
 #include <string>
 

@@ -15,10 +15,10 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/gelu_mlp.hpp>
-#include <cpx/cpu/learned_router_mlp.hpp>
-#include <cpx/cpu/swiglu_mlp.hpp>
-#include <cpx/cpu/token_routed_mlp.hpp>
+#include <cpx/cpu/layers/gelu_mlp.hpp>
+#include <cpx/cpu/layers/learned_router_mlp.hpp>
+#include <cpx/cpu/layers/swiglu_mlp.hpp>
+#include <cpx/cpu/layers/token_routed_mlp.hpp>
 #include <cpx/router/modulo_routing.hpp>
 #include <cpx/router/top_k_routing.hpp>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cpx/core/tensor_view.hpp>
-#include <cpx/cpu/strided.hpp>
+#include <cpx/cpu/runtime/strided.hpp>
 #include <cpx/models/sequence_batch.hpp>
 
 #include <benchmark/benchmark.h>

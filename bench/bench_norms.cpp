@@ -5,9 +5,9 @@
 #include "bench_support.hpp"
 
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/layernorm.hpp>
-#include <cpx/cpu/rope.hpp>
-#include <cpx/cpu/row_norms.hpp>
+#include <cpx/cpu/layers/layernorm.hpp>
+#include <cpx/cpu/layers/rope.hpp>
+#include <cpx/cpu/kernels/row_norms.hpp>
 
 #include <string>
 

@@ -8,7 +8,7 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/models/prism_model.hpp>
+#include <cpx/models/prism/model.hpp>
 
 #include <memory>
 #include <string>

@@ -7,7 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include <cpx/cpu/eigen.hpp>
+#include <cpx/cpu/runtime/eigen.hpp>
 #include <omp.h>
 
 #include <algorithm>
@@ -26,7 +26,7 @@
 
 #include "bench_counters.hpp"
 #include "cpx/core/dtype.hpp"
-#include "cpx/cpu/cpu_features.hpp"
+#include "cpx/cpu/runtime/cpu_features.hpp"
 
 namespace cpx::bench {
 

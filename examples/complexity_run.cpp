@@ -14,8 +14,8 @@
 #include <cpx/config/presets.hpp>
 #include <cpx/io/complexity_config_json.hpp>
 #include <cpx/io/npy.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/model.hpp>
 #include <cpx/models/generation.hpp>
 
 #include <cstdio>

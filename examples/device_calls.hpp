@@ -4,7 +4,7 @@
 // rows), so neither side parses the other's headers.
 #pragma once
 
-#include <cpx/cpu/strided.hpp>
+#include <cpx/cpu/runtime/strided.hpp>
 #include <cpx/config/prism_config.hpp>
 #include <cpx/models/sequence_batch.hpp>
 #include <cpx/models/sequence_model.hpp>

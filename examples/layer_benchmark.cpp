@@ -12,9 +12,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/mu_gqa_attention.hpp>
-#include <cpx/cpu/token_routed_mlp.hpp>
-#include <cpx/cpu/complexity_views.hpp>
+#include <cpx/cpu/layers/mu_gqa_attention.hpp>
+#include <cpx/cpu/layers/token_routed_mlp.hpp>
+#include <cpx/models/complexity/cpu_views.hpp>
 #include <cpx/models/layer_params_io.hpp>
 
 #include <cstdint>

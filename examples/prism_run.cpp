@@ -12,8 +12,8 @@
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
 #include <cpx/io/prism_config_json.hpp>
-#include <cpx/models/prism_checkpoint.hpp>
-#include <cpx/models/prism_model.hpp>
+#include <cpx/models/prism/checkpoint.hpp>
+#include <cpx/models/prism/model.hpp>
 
 #include <cstdio>
 #include <exception>

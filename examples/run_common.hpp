@@ -4,8 +4,8 @@
 // (forward / extend / decode over a KVCache).
 #pragma once
 
-#include <cpx/cpu/attention_distance.hpp>
-#include <cpx/cpu/gemm_bf16.hpp>
+#include <cpx/cpu/kernels/attention_distance.hpp>
+#include <cpx/cpu/kernels/gemm_bf16.hpp>
 #include <cpx/io/npy.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>

@@ -4,10 +4,10 @@
 // the same type (bf16 stays bf16), behind cuda::HostModel, so the program's
 // prompt pass, logits dump and generate() run unchanged on the GPU.
 #include <cpx/config/presets.hpp>
-#include <cpx/cuda/complexity_model.cuh>
-#include <cpx/cuda/device_query.cuh>
-#include <cpx/cuda/host_model.cuh>
-#include <cpx/cuda/prism_model.cuh>
+#include <cpx/models/complexity/model.cuh>
+#include <cpx/cuda/runtime/device_query.cuh>
+#include <cpx/models/host_model.cuh>
+#include <cpx/models/prism/model.cuh>
 
 #include <algorithm>
 #include <memory>

@@ -2,7 +2,7 @@
 // layer, and routes with a table computed at build time (cpx_add_routing_table).
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/rmsnorm.hpp>
+#include <cpx/cpu/layers/rmsnorm.hpp>
 
 #include <cstdint>
 #include <cstdio>

@@ -4,7 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/device_query.cuh>
+#include <cpx/cuda/runtime/device_query.cuh>
 
 #include <cstdio>
 

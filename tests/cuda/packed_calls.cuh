@@ -5,8 +5,8 @@
 
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/blas.cuh>
-#include <cpx/cuda/logit_rows.cuh>
+#include <cpx/cuda/runtime/blas.cuh>
+#include <cpx/models/logit_rows.cuh>
 
 #include <cmath>
 #include <cstdint>

@@ -5,7 +5,7 @@
 // each also with the keys split into chunks merged by a second kernel.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/attention.cuh>
+#include <cpx/cuda/kernels/attention.cuh>
 
 #include <algorithm>
 #include <cmath>

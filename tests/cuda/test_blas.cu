@@ -2,7 +2,7 @@
 // (storage-rounded) inputs, in both weight layouts, with outputs poisoned.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/blas.cuh>
+#include <cpx/cuda/runtime/blas.cuh>
 
 #include "cuda_test_support.cuh"
 #include "test_support.hpp"

@@ -6,10 +6,10 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/cuda/complexity_checkpoint.cuh>
-#include <cpx/cuda/prism_checkpoint.cuh>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/prism_checkpoint.hpp>
+#include <cpx/models/complexity/checkpoint.cuh>
+#include <cpx/models/prism/checkpoint.cuh>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/prism/checkpoint.hpp>
 #include <cpx/models/seeded_normal.hpp>
 
 #include <cstdint>

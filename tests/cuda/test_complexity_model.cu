@@ -7,12 +7,12 @@
 // CUDA graph.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/complexity_model.cuh>
-#include <cpx/cuda/prism_model.cuh>
-#include <cpx/cuda/graph.cuh>
-#include <cpx/cuda/host_model.cuh>
-#include <cpx/cuda/greedy_decode.cuh>
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/complexity/model.cuh>
+#include <cpx/models/prism/model.cuh>
+#include <cpx/cuda/runtime/graph.cuh>
+#include <cpx/models/host_model.cuh>
+#include <cpx/cuda/kernels/greedy_decode.cuh>
+#include <cpx/models/complexity/weights.hpp>
 #include <cpx/models/generation.hpp>
 
 #include <algorithm>

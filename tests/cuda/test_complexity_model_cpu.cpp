@@ -1,6 +1,6 @@
 // The host side of test_complexity_model.cu: the CPU tests' random weights, the
 // CPU model's logits and the double-precision spec reference (Eigen stays here).
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/model.hpp>
 #include <cpx/models/generation.hpp>
 
 #include <span>

@@ -4,11 +4,11 @@
 // and the device-side greedy step (argmax, positions, token history).
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/activations.cuh>
-#include <cpx/cuda/embedding.cuh>
-#include <cpx/cuda/greedy_decode.cuh>
-#include <cpx/cuda/layernorm.cuh>
-#include <cpx/cuda/rmsnorm.cuh>
+#include <cpx/cuda/kernels/activations.cuh>
+#include <cpx/cuda/kernels/embedding.cuh>
+#include <cpx/cuda/kernels/greedy_decode.cuh>
+#include <cpx/cuda/kernels/layernorm.cuh>
+#include <cpx/cuda/kernels/rmsnorm.cuh>
 
 #include <algorithm>
 #include <cmath>

@@ -3,8 +3,8 @@
 // cache, bf16 storage, and a decode step captured in a CUDA graph.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/graph.cuh>
-#include <cpx/cuda/prism_model.cuh>
+#include <cpx/cuda/runtime/graph.cuh>
+#include <cpx/models/prism/model.cuh>
 
 #include "cuda_test_support.cuh"
 #include "packed_calls.cuh"

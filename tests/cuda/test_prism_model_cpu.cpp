@@ -1,6 +1,6 @@
 // The CPU side of test_prism_model.cu: builds weights with the CPU model's
 // initialiser and computes the CPU model's logits (Eigen stays in this file).
-#include <cpx/models/prism_model.hpp>
+#include <cpx/models/prism/model.hpp>
 
 #include <random>
 #include <utility>

@@ -1,9 +1,9 @@
 // The CUDA RMSNorm against the CPU path, with outputs poisoned before launch.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/rmsnorm.hpp>
-#include <cpx/cuda/device_buffer.cuh>
-#include <cpx/cuda/rmsnorm.cuh>
+#include <cpx/cpu/layers/rmsnorm.hpp>
+#include <cpx/cuda/runtime/device_buffer.cuh>
+#include <cpx/cuda/kernels/rmsnorm.cuh>
 
 #include "test_support.hpp"
 

@@ -3,7 +3,7 @@
 // interleaved RoPE with the signal and noise bases in one launch, out of place.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/rope.cuh>
+#include <cpx/cuda/kernels/rope.cuh>
 
 #include <cmath>
 

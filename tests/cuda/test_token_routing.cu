@@ -5,9 +5,9 @@
 // captured in a CUDA graph and replayed on new tokens.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/graph.cuh>
-#include <cpx/cuda/learned_router_mlp.cuh>
-#include <cpx/cuda/token_routed_mlp.cuh>
+#include <cpx/cuda/runtime/graph.cuh>
+#include <cpx/cuda/layers/learned_router_mlp.cuh>
+#include <cpx/cuda/layers/token_routed_mlp.cuh>
 #include <cpx/router/top_k_routing.hpp>
 
 #include <algorithm>
@@ -59,7 +59,7 @@ struct HostMlp {
         return apply_routes(m, h, expert, 1, RouteMix{}, rows);
     }
 
-    // h + g_s S(m) + sum_r m_r E_{routes[n * k + r]}(m) per token (layers/route_mix.hpp's factors).
+    // h + g_s S(m) + sum_r m_r E_{routes[n * k + r]}(m) per token (math/route_mix.hpp's factors).
     std::vector<double> apply_routes(const std::vector<float>& m, const std::vector<float>& h,
                                      const std::vector<int>& routes, int k, RouteMix mix, int rows) const {
         std::vector<double> out(h.begin(), h.end());

@@ -1,5 +1,5 @@
 # Every checkpoint tensor name is written once under include/: the models'
-# tensor descriptions (models/complexity_layer_params.hpp, complexity_weights.hpp,
+# tensor descriptions (models/complexity/layer_params.hpp, complexity_weights.hpp,
 # prism_weights.hpp) name them, and everything else (CPU views, loaders,
 # validators, writers, the GPU upload) walks those descriptions. This fails
 # when a tensor-name literal appears twice, or at all in a CUDA header.

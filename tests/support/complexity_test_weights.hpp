@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/complexity/weights.hpp>
 #include <cpx/models/orthogonal_fill.hpp>
 
 #include "complexity_reference.hpp"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include <cpx/core/dtype.hpp>
-#include <cpx/cuda/device_buffer.cuh>
+#include <cpx/cuda/runtime/device_buffer.cuh>
 
 namespace cpx::testing {
 

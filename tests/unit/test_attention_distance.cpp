@@ -1,7 +1,7 @@
 // The mean-attention-distance observer on hand-made probability rows.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/attention_distance.hpp>
+#include <cpx/cpu/kernels/attention_distance.hpp>
 
 #include <thread>
 #include <vector>

@@ -1,7 +1,7 @@
 // The causal attention core against a plain double-precision softmax attention.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/causal_attention.hpp>
+#include <cpx/cpu/layers/causal_attention.hpp>
 
 #include <atomic>
 #include <cmath>

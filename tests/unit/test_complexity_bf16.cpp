@@ -12,7 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/model.hpp>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"

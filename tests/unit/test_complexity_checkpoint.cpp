@@ -4,8 +4,8 @@
 
 #include <cpx/config/presets.hpp>
 #include <cpx/io/safetensors_writer.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/model.hpp>
 #include <cpx/models/layer_params_io.hpp>
 
 #include <filesystem>

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/complexity_views.hpp>
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/complexity/cpu_views.hpp>
+#include <cpx/models/complexity/weights.hpp>
 #include <cpx/models/kv_cache.hpp>
 
 #include <algorithm>

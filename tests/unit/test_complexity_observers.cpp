@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/model.hpp>
 
 #include <cmath>
 

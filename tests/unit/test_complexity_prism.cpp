@@ -5,8 +5,8 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/model.hpp>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"

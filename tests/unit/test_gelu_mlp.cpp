@@ -1,8 +1,8 @@
 // The GPT-2 MLP (c_fc, exact GELU, c_proj) against a double-precision reference.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/gelu.hpp>
-#include <cpx/cpu/gelu_mlp.hpp>
+#include <cpx/cpu/kernels/gelu.hpp>
+#include <cpx/cpu/layers/gelu_mlp.hpp>
 
 #include <cmath>
 #include <limits>

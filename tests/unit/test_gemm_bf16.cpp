@@ -1,4 +1,4 @@
-// The bf16 product (cpu/gemm_bf16.hpp) against double-precision references.
+// The bf16 product (cpu/kernels/gemm_bf16.hpp) against double-precision references.
 //
 // Tolerances, per output element y = sum_k x_k w_k over K terms:
 //  * against the exact product of the bf16-rounded operands, only the fp32
@@ -9,7 +9,7 @@
 // Each is checked element by element with that element's own S.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/gemm_bf16.hpp>
+#include <cpx/cpu/kernels/gemm_bf16.hpp>
 
 #include <cmath>
 #include <limits>

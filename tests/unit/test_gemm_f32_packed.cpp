@@ -1,10 +1,10 @@
-// The packed fp32 product (cpu/gemm_f32_packed.hpp) against a double-precision
+// The packed fp32 product (cpu/kernels/gemm_f32_packed.hpp) against a double-precision
 // reference. The operands are exact in fp32, so only the summation errs:
 // |y - y_exact| <= (K + 1) 2^-24 S per element, S = |y0| + sum_k |x_k w_k|
 // (K additions, one more when accumulating into y0), checked element by element.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/gemm_f32_packed.hpp>
+#include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 
 #include <cmath>
 #include <vector>

@@ -9,9 +9,9 @@
 #include <cpx/io/complexity_config_json.hpp>
 #include <cpx/io/frequency_table.hpp>
 #include <cpx/io/safetensors_writer.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
 #include <cpx/models/orthogonal_fill.hpp>
-#include <cpx/models/prism_checkpoint.hpp>
+#include <cpx/models/prism/checkpoint.hpp>
 
 #include <filesystem>
 #include <string>

@@ -4,9 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/cpu/complexity_views.hpp>
-#include <cpx/models/complexity_weights.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/cpu_views.hpp>
+#include <cpx/models/complexity/weights.hpp>
 #include <cpx/models/layer_params_io.hpp>
 
 #include <filesystem>

@@ -1,7 +1,7 @@
 // LayerNorm against a plain double-precision reference.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/layernorm.hpp>
+#include <cpx/cpu/layers/layernorm.hpp>
 
 #include <cmath>
 

@@ -2,7 +2,7 @@
 // storage) against a plain double-precision matrix product.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/linear.hpp>
+#include <cpx/cpu/kernels/linear.hpp>
 
 #include <vector>
 

@@ -4,9 +4,9 @@
 
 #include <cpx/config/presets.hpp>
 #include <cpx/config/prism_attention_shape.hpp>
-#include <cpx/cpu/orthogonal_init.hpp>
-#include <cpx/cpu/attention_distance.hpp>
-#include <cpx/cpu/prism_attention.hpp>
+#include <cpx/cpu/layers/orthogonal_init.hpp>
+#include <cpx/cpu/kernels/attention_distance.hpp>
+#include <cpx/cpu/layers/prism_attention.hpp>
 #include <cpx/models/kv_cache.hpp>
 #include <cpx/models/seeded_normal.hpp>
 

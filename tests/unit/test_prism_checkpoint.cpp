@@ -4,8 +4,8 @@
 
 #include <cpx/config/presets.hpp>
 #include <cpx/io/prism_config_json.hpp>
-#include <cpx/models/prism_checkpoint.hpp>
-#include <cpx/models/prism_model.hpp>
+#include <cpx/models/prism/checkpoint.hpp>
+#include <cpx/models/prism/model.hpp>
 
 #include <fstream>
 #include <functional>

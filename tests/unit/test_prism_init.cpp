@@ -1,8 +1,8 @@
 // PRISM's initial state: the orthogonal dictionary U and the lambda schedule.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/orthogonal_init.hpp>
-#include <cpx/layers/prism_lambda.hpp>
+#include <cpx/cpu/layers/orthogonal_init.hpp>
+#include <cpx/math/prism_lambda.hpp>
 #include <cpx/models/seeded_normal.hpp>
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // RMSNorm against a plain double-precision reference.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/rmsnorm.hpp>
+#include <cpx/cpu/layers/rmsnorm.hpp>
 
 #include <cmath>
 

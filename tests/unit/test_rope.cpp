@@ -1,7 +1,7 @@
 // RoPE on the CPU against a plain double-precision rotation written from the spec.
 #include <doctest/doctest.h>
 
-#include <cpx/cpu/rope.hpp>
+#include <cpx/cpu/layers/rope.hpp>
 
 #include <cmath>
 #include <vector>

@@ -5,7 +5,7 @@
 
 #include <cpx/config/presets.hpp>
 #include <cpx/io/frequency_table.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/model.hpp>
 #include <cpx/router/balanced_packing.hpp>
 #include <cpx/router/modulo_routing.hpp>
 

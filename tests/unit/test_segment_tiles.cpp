@@ -3,7 +3,7 @@
 // bound is never exceeded.
 #include <doctest/doctest.h>
 
-#include <cpx/cuda/segment_tiles.hpp>
+#include <cpx/cuda/kernels/segment_tiles.hpp>
 
 #include <vector>
 

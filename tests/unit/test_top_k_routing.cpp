@@ -5,8 +5,8 @@
 
 #include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/complexity_model.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/model.hpp>
 #include <cpx/models/layer_params_io.hpp>
 #include <cpx/router/top_k_routing.hpp>
 

@@ -6,17 +6,17 @@
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
-#include <cpx/cpu/attention_distance.hpp>
+#include <cpx/cpu/kernels/attention_distance.hpp>
 #include <cpx/io/checkpoint.hpp>
 #include <cpx/io/mapped_file.hpp>
 #include <cpx/io/safetensors_file.hpp>
-#include <cpx/models/complexity_checkpoint.hpp>
-#include <cpx/models/complexity_model.hpp>
-#include <cpx/models/complexity_observers.hpp>
+#include <cpx/models/complexity/checkpoint.hpp>
+#include <cpx/models/complexity/model.hpp>
+#include <cpx/models/complexity/observers.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/layer_params_io.hpp>
-#include <cpx/models/prism_model.hpp>
-#include <cpx/models/prism_weights.hpp>
+#include <cpx/models/prism/model.hpp>
+#include <cpx/models/prism/weights.hpp>
 
 #include <filesystem>
 #include <memory>

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "cpx/cpu/compute_support.hpp"
+#include "cpx/cpu/runtime/compute_support.hpp"
 
 namespace cpx {
 

@@ -12,7 +12,7 @@
 // Also the routing tables a layer may carry (int64 or int32): the primary
 // route mlp.token_to_expert [V] and all routes mlp.topk_token_to_expert
 // [top_k, V] (the authors' later models, docs/MODELS.md §8.5). The names are
-// those of ExpertNames and RoutingNames (models/complexity_layer_params.hpp).
+// those of ExpertNames and RoutingNames (models/complexity/layer_params.hpp).
 
 #include <cstdint>
 #include <span>
@@ -24,7 +24,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/io/checkpoint.hpp"
 #include "cpx/io/checkpoint_validator.hpp"
-#include "cpx/models/complexity_layer_params.hpp"
+#include "cpx/models/complexity/layer_params.hpp"
 #include "cpx/router/top_k_routing.hpp"
 
 namespace cpx {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cpx/core/error.hpp"
-#include "cpx/cpu/strided.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/models/seeded_normal.hpp"
 #include "cpx/models/sequence_batch.hpp"
 

@@ -12,8 +12,8 @@
 #include "cpx/config/prism_config.hpp"
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
-#include "cpx/cpu/aligned_buffer.hpp"
-#include "cpx/cpu/strided.hpp"
+#include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/models/cache_positions.hpp"
 
 namespace cpx {

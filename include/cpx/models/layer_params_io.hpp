@@ -1,6 +1,6 @@
 #pragma once
 // One COMPLEXITY-DEEP layer on its own: its parameters (any type of
-// models/complexity_layer_params.hpp) drawn with the initialisation of docs/MODELS.md §11 or
+// models/complexity/layer_params.hpp) drawn with the initialisation of docs/MODELS.md §11 or
 // read from one layer of a whole model's checkpoint, without building the
 // rest of the model.
 //
@@ -26,7 +26,7 @@
 #include "cpx/io/checkpoint.hpp"
 #include "cpx/io/checkpoint_validator.hpp"
 #include "cpx/io/complexity_config_json.hpp"
-#include "cpx/models/complexity_layer_params.hpp"
+#include "cpx/models/complexity/layer_params.hpp"
 #include "cpx/models/expert_layouts.hpp"
 #include "cpx/models/orthogonal_fill.hpp"
 #include "cpx/router/modulo_routing.hpp"

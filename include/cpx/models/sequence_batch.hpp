@@ -9,7 +9,7 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/strided.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
 
 namespace cpx {
 

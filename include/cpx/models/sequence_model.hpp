@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cpx/core/error.hpp"
-#include "cpx/cpu/sequence_rows.hpp"
-#include "cpx/cpu/strided.hpp"
+#include "cpx/cpu/layers/sequence_rows.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/models/kv_cache.hpp"
 #include "cpx/models/sequence_batch.hpp"
 

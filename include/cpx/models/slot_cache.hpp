@@ -1,6 +1,6 @@
 #pragma once
 // The KV cache of one sequence on a GPU model behind the CPU call contract
-// (cuda/host_model.cuh). The ownership rule is the CPU's (models/kv_cache.hpp):
+// (models/host_model.cuh). The ownership rule is the CPU's (models/kv_cache.hpp):
 // the caller holds one cache per sequence, may pass it at any place of any
 // call, and its contents change only through calls that pass it. What differs
 // is where the keys and values live: a CPU KVCache owns host memory, while a

@@ -1,8 +1,8 @@
 // A downstream CUDA program: the CUDA COMPLEXITY-DEEP and PRISM models of two
 // presets compile from the installed package's headers and flags alone.
 #include <cpx/config/presets.hpp>
-#include <cpx/cuda/complexity_model.cuh>
-#include <cpx/cuda/prism_model.cuh>
+#include <cpx/models/complexity/model.cuh>
+#include <cpx/models/prism/model.cuh>
 
 #include <cstdio>
 #include <type_traits>

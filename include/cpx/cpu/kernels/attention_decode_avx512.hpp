@@ -1,0 +1,177 @@
+#pragma once
+// The attention products of a decode step on AVX-512: a few query rows (the
+// query heads sharing one KV head) against every cached key and value of that
+// head, reading each cached key and value once, straight from the cache.
+//
+// The general path widens a bf16 cache head to an fp32 copy and then runs one
+// matrix-vector product per query row over it; in decode that copy and the
+// repeated passes cost about a cycle per cached element, several times the
+// memory bound. Here bf16 keys and values are widened in registers, two values
+// per 32-bit word (`word << 16` is the even element, `word & 0xffff0000` the
+// odd one), so queries are split by parity once and outputs are accumulated
+// by parity and interleaved at the end.
+//
+// Head dimensions must be multiples of 32 and at most max_decode_head_dim;
+// causal_attention.hpp falls back to the general path otherwise.
+
+#if defined(__AVX512F__)
+#define CPX_HAVE_ATTENTION_DECODE_AVX512 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/gemv_avx512.hpp"  // bf16_low_halves, bf16_high_halves
+
+namespace cpx::cpu::avx512 {
+
+inline constexpr int max_decode_head_dim = 256;
+inline constexpr index_t max_decode_rows = 4;
+
+constexpr bool decode_kernel_fits(index_t rows, int qk_dim, int v_dim) {
+    return rows <= max_decode_rows && qk_dim % 32 == 0 && v_dim % 32 == 0 && qk_dim <= max_decode_head_dim &&
+           v_dim <= max_decode_head_dim;
+}
+
+namespace detail {
+/// Lane indices folding groups of 2g lanes of two vectors into groups of g:
+/// the first (hi = false) or second half of every group, first vector's groups first.
+struct FoldIndex {
+    alignas(64) int lanes[16];
+};
+constexpr FoldIndex fold_index(int g, bool hi) {
+    FoldIndex f{};
+    for (int lane = 0; lane < 16; ++lane) {
+        const int source = lane / 8, within = lane % 8;  // which vector, which of its 8 outputs
+        f.lanes[lane] = source * 16 + within / g * 2 * g + within % g + (hi ? g : 0);
+    }
+    return f;
+}
+inline constexpr FoldIndex fold_tables[4][2] = {{fold_index(8, false), fold_index(8, true)},
+                                                {fold_index(4, false), fold_index(4, true)},
+                                                {fold_index(2, false), fold_index(2, true)},
+                                                {fold_index(1, false), fold_index(1, true)}};
+
+/// Sixteen vectors -> one vector of their sixteen lane sums, in order: a tree
+/// of permutes and adds, ~3 instructions per vector instead of a full
+/// horizontal reduction each.
+inline __m512 sum_lanes_16(__m512 (&v)[16]) {
+    for (int level = 0, count = 16; level < 4; ++level, count /= 2) {
+        const __m512i lo = _mm512_load_si512(fold_tables[level][0].lanes);
+        const __m512i hi = _mm512_load_si512(fold_tables[level][1].lanes);
+        for (int k = 0; k < count / 2; ++k)
+            v[k] = _mm512_add_ps(_mm512_permutex2var_ps(v[2 * k], lo, v[2 * k + 1]),
+                                 _mm512_permutex2var_ps(v[2 * k], hi, v[2 * k + 1]));
+    }
+    return v[0];
+}
+
+/// Partial dot products of one query with one key: a vector whose lane sum is
+/// the dot product. even/odd: the query split by parity (bf16 keys) or the
+/// query itself in `even` (fp32 keys).
+template <class KV>
+__m512 key_partials(const KV* key, const float* even, const float* odd, int dim) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    if constexpr (std::is_same_v<KV, float>) {
+        for (int c = 0; c < dim; c += 32) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(key + c), _mm512_loadu_ps(even + c), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(key + c + 16), _mm512_loadu_ps(even + c + 16), a1);
+        }
+    } else {
+        const std::uint16_t* words = &key->bits;
+        for (int c = 0; c < dim; c += 32) {
+            const __m512i w = _mm512_loadu_si512(words + c);
+            a0 = _mm512_fmadd_ps(bf16_low_halves(w), _mm512_loadu_ps(even + c / 2), a0);
+            a1 = _mm512_fmadd_ps(bf16_high_halves(w), _mm512_loadu_ps(odd + c / 2), a1);
+        }
+    }
+    return _mm512_add_ps(a0, a1);
+}
+}  // namespace detail
+
+/// s[i * s_stride + j] = q[i] . k[j] for i < rows, j < n. q: rows of `dim`
+/// floats, `q_stride` apart; key j starts at k + j * k_stride.
+template <class KV>
+void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
+                   float* s, index_t s_stride) {
+    static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
+    // bf16 keys: the queries split by parity, matching the halves of each key word.
+    alignas(64) float even[max_decode_rows][max_decode_head_dim];
+    alignas(64) float odd[max_decode_rows][max_decode_head_dim / 2];
+    for (index_t i = 0; i < rows; ++i) {
+        const float* qi = q + i * q_stride;
+        if constexpr (std::is_same_v<KV, float>) {
+            std::copy_n(qi, dim, even[i]);
+        } else {
+            for (int c = 0; c < dim / 2; ++c) even[i][c] = qi[2 * c], odd[i][c] = qi[2 * c + 1];
+        }
+    }
+    index_t j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16)  // sixteen keys at a time, reduced together
+        for (index_t i = 0; i < rows; ++i) {
+            __m512 partial[16];
+            for (int j = 0; j < 16; ++j)
+                partial[j] = detail::key_partials(k + (j0 + j) * k_stride, even[i], odd[i], dim);
+            _mm512_storeu_ps(s + i * s_stride + j0, detail::sum_lanes_16(partial));
+        }
+    for (; j0 < n; ++j0)
+        for (index_t i = 0; i < rows; ++i)
+            s[i * s_stride + j0] = _mm512_reduce_add_ps(detail::key_partials(k + j0 * k_stride, even[i], odd[i], dim));
+}
+
+/// o[i] = sum_{j < n} p[i * p_stride + j] v[j] for i < rows; value j starts at
+/// v + j * v_stride; o rows are `dim` floats, `o_stride` apart.
+template <class KV>
+void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
+                   float* o, index_t o_stride) {
+    static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
+    // 64 output dimensions per pass: rows x 4 accumulators stay in registers.
+    for (int c0 = 0; c0 < dim; c0 += 64) {
+        const int width = dim - c0 < 64 ? 32 : 64;
+        __m512 acc[max_decode_rows][4];
+        for (auto& a : acc) a[0] = a[1] = a[2] = a[3] = _mm512_setzero_ps();
+        for (index_t j = 0; j < n; ++j) {
+            __m512 x[4];
+            if constexpr (std::is_same_v<KV, float>) {
+                const float* vj = v + j * v_stride + c0;
+                for (int b = 0; b < width / 16; ++b) x[b] = _mm512_loadu_ps(vj + 16 * b);
+            } else {
+                // x[0], x[1]: even and odd dimensions of [c0, c0 + 32); x[2], x[3]: of the next 32.
+                const std::uint16_t* vj = &v[j * v_stride + c0].bits;
+                for (int b = 0; b < width / 32; ++b) {
+                    const __m512i words = _mm512_loadu_si512(vj + 32 * b);
+                    x[2 * b] = bf16_low_halves(words);
+                    x[2 * b + 1] = bf16_high_halves(words);
+                }
+            }
+            for (index_t i = 0; i < rows; ++i) {
+                const __m512 pij = _mm512_set1_ps(p[i * p_stride + j]);
+                for (int b = 0; b < width / 16; ++b) acc[i][b] = _mm512_fmadd_ps(x[b], pij, acc[i][b]);
+            }
+        }
+        for (index_t i = 0; i < rows; ++i) {
+            float* oi = o + i * o_stride + c0;
+            if constexpr (std::is_same_v<KV, float>) {
+                for (int b = 0; b < width / 16; ++b) _mm512_storeu_ps(oi + 16 * b, acc[i][b]);
+            } else {
+                alignas(64) float parts[2][16];
+                for (int b = 0; b < width / 32; ++b) {
+                    _mm512_store_ps(parts[0], acc[i][2 * b]);
+                    _mm512_store_ps(parts[1], acc[i][2 * b + 1]);
+                    for (int e = 0; e < 16; ++e) {
+                        oi[32 * b + 2 * e] = parts[0][e];
+                        oi[32 * b + 2 * e + 1] = parts[1][e];
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace cpx::cpu::avx512
+
+#endif

@@ -1,0 +1,67 @@
+#pragma once
+// What the packed-panel micro-kernels (cpu/kernels/gemm_bf16_avx512.hpp,
+// cpu/kernels/gemm_f32_avx512.hpp) share: the tile's shape, its fp32 accumulators
+// (loaded from C or zeroed, stored back, masked to the panel's valid columns),
+// and the dispatch from a run-time row count to the kernel compiled for it.
+// Only the inner product differs between the kernels.
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+
+#define CPX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+namespace cpx::cpu::avx512_tile {
+
+/// Rows per tile: 6 x 4 accumulators leave registers for 4 B vectors and a broadcast.
+inline constexpr int rows = 6;
+/// 16-lane vectors per panel.
+inline constexpr int vectors = static_cast<int>(packed_panel_cols / 16);
+static_assert(packed_panel_cols % 16 == 0, "a packed panel is whole 16-lane vectors");
+
+/// The MR x 64 fp32 accumulators of a tile over C's columns [0, cols).
+template <int MR>
+struct Accumulators {
+    __m512 v[MR][vectors];
+    __mmask16 mask[vectors];
+
+    CPX_TARGET_AVX512 Accumulators(const float* c, index_t ldc, index_t cols, bool load_c) {
+        for (int j = 0; j < vectors; ++j) {
+            const index_t left = cols - 16 * j;
+            mask[j] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                                 : static_cast<__mmask16>(left <= 0 ? 0u : (1u << left) - 1u);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+            for (int j = 0; j < vectors; ++j)
+                v[r][j] = load_c ? _mm512_maskz_loadu_ps(mask[j], c + r * ldc + 16 * j) : _mm512_setzero_ps();
+    }
+    CPX_TARGET_AVX512 void store(float* c, index_t ldc) const {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+            for (int j = 0; j < vectors; ++j) _mm512_mask_storeu_ps(c + r * ldc + 16 * j, mask[j], v[r][j]);
+    }
+};
+
+/// kernel.template operator()<R>() with R = row_count, 1 <= row_count <= rows.
+template <class Kernel>
+void for_rows(int row_count, Kernel&& kernel) {
+    static_assert(rows == 6, "for_rows covers 1..6 rows");
+    switch (row_count) {
+        case 6: kernel.template operator()<6>(); break;
+        case 5: kernel.template operator()<5>(); break;
+        case 4: kernel.template operator()<4>(); break;
+        case 3: kernel.template operator()<3>(); break;
+        case 2: kernel.template operator()<2>(); break;
+        default: kernel.template operator()<1>(); break;
+    }
+}
+
+}  // namespace cpx::cpu::avx512_tile
+
+#endif

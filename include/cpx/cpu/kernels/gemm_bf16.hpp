@@ -1,0 +1,115 @@
+#pragma once
+// y (= | +=) x . B in bf16 arithmetic: x's fp32 rows rounded to bf16 once per
+// call, B packed once at load (cpu/kernels/packed_panels.hpp), products summed in fp32,
+// y fp32. This is what bf16 autocast does on other engines; its error is that
+// of rounding both operands to 8 significant bits (docs/BF16.md).
+//
+// Levels, chosen at run time from cpu_features():
+//   avx512_bf16  vdpbf16ps micro-kernel (cpu/kernels/gemm_bf16_avx512.hpp)
+//   none         no bf16 instructions: callers keep the fp32 path
+// A level can be forced per call, so one process can compare every level it has.
+//
+// Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 128 pairs.
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/compute.hpp"
+#include "cpx/cpu/runtime/cpu_features.hpp"
+#include "cpx/cpu/kernels/gemm_bf16_avx512.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/panel_gemm.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+
+namespace cpx::cpu {
+
+enum class Bf16Level : std::uint8_t { none, avx512_bf16 };
+
+constexpr std::string_view bf16_level_name(Bf16Level l) {
+    return l == Bf16Level::avx512_bf16 ? "avx512_bf16" : "none";
+}
+
+/// Whether this machine (CPU and OS) can run `level`.
+inline bool bf16_level_available(Bf16Level level) {
+    switch (level) {
+        case Bf16Level::none: return true;
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+        case Bf16Level::avx512_bf16: return cpu_features().avx512_bf16;
+#endif
+        default: return false;
+    }
+}
+
+/// The fastest bf16 level this machine has (none: use fp32 arithmetic).
+inline Bf16Level best_bf16_level() {
+    return bf16_level_available(Bf16Level::avx512_bf16) ? Bf16Level::avx512_bf16 : Bf16Level::none;
+}
+
+/// x rounded to bf16, reused across calls so that steady-state calls allocate nothing.
+class Bf16Scratch {
+public:
+    std::uint16_t* rows(index_t m, index_t ld) { return grow(buffer_, static_cast<std::size_t>(m * ld)); }
+    std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t); }
+
+private:
+    AlignedVector<std::uint16_t> buffer_;
+};
+
+namespace gemm_bf16_detail {
+inline constexpr index_t block_pairs = 128;  // a panel's block: 64 columns x 2 x 128 x 2 bytes = 32 KiB, in L1
+}  // namespace gemm_bf16_detail
+
+/// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
+/// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
+/// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
+/// `level` is none or not available on this machine.
+inline void gemm_bf16(const RowBlock<const float>& x, PackedPanelsView<bf16> b, const RowBlock<float>& y,
+                      bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
+    using namespace gemm_bf16_detail;
+    require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
+                        b.inputs());
+    require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_bf16: output is [", y.rows, ", ", y.cols,
+                        "], expected [", x.rows, ", ", b.outputs(), "]");
+    require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
+                        bf16_level_name(level), " is not available on this machine (",
+                        cpu_features().summary(), ")");
+    const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
+    if (m == 0 || n == 0) return;
+    if (pairs == 0) {  // K = 0: the product is zero
+        if (!accumulate)
+            for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
+        return;
+    }
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+    namespace k = avx512_bf16;
+    const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
+    std::uint16_t* a = scratch.rows(m, lda);
+    const index_t panels = b.panels();
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int t = thread_index(), team = team_size();
+#pragma omp for schedule(static)
+        for (index_t r = 0; r < m; ++r) {
+            k::round_to_bf16(x.row(r), x.cols, a + r * lda);
+            if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
+        }
+        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
+                                 [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
+                                     k::tile_rows_n(rows, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                                    y.row(r) + p * packed_panel_cols, y.stride,
+                                                    std::min(packed_panel_cols, n - p * packed_panel_cols),
+                                                    accumulate || !first_block);
+                                 });
+    }
+#else
+    (void)scratch;
+#endif
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,86 @@
+#pragma once
+// The AVX512_BF16 pieces of the bf16 product (cpu/kernels/gemm_bf16.hpp): rounding
+// fp32 activations to bf16, and the register-blocked micro-kernel.
+//
+// Compiled for AVX512_BF16 by function attribute, not by the build's flags, so
+// a generic x86-64 build carries it and cpu_features() decides at run time
+// whether it may be called.
+//
+// Micro-kernel: a tile of MR rows x one 64-column panel. Per input pair it
+// loads the panel's four 16-column x 2-input vectors once and, for each row,
+// broadcasts the row's two bf16 inputs (one 32-bit word) and issues four
+// vdpbf16ps. MR = 6 gives 24 accumulators (plus 4 B vectors and a broadcast:
+// 29 of 32 registers), enough independent chains to cover the instruction's
+// latency at two per cycle, and 10 loads per 24 dot products.
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPX_HAVE_GEMM_BF16_AVX512 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/avx512_tile.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+
+#define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+namespace cpx::cpu::avx512_bf16 {
+
+/// Rows per micro-kernel tile.
+inline constexpr int tile_rows = avx512_tile::rows;
+
+/// dst[0:n) = bf16(src[0:n)), rounded to nearest even (inputs below 2^-126 become 0,
+/// as vcvtne2ps2bf16 treats denormals).
+CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, std::uint16_t* dst) {
+    index_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, (__m512i)v);
+    }
+    for (; i < n; i += 16) {
+        const index_t left = n - i < 16 ? n - i : 16;
+        const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+        const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+        _mm256_mask_storeu_epi16(dst + i, m, (__m256i)v);
+    }
+}
+
+/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel, over `pairs` input pairs.
+/// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
+/// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written.
+template <int MR>
+CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
+                                        float* c, index_t ldc, index_t cols, bool load_c) {
+    constexpr int NV = avx512_tile::vectors;
+    avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
+    const std::uint16_t* arow[MR];
+    for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
+    for (index_t p = 0; p < pairs; ++p) {
+        const bf16* bp = b + p * (packed_panel_cols * 2);
+        __m512bh bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            std::int32_t word;
+            std::memcpy(&word, arow[r] + 2 * p, sizeof word);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(word);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm512_dpbf16_ps(acc.v[r][v], av, bv[v]);
+        }
+    }
+    acc.store(c, ldc);
+}
+
+/// tile<rows> for 1 <= rows <= tile_rows.
+inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
+                        index_t ldc, index_t cols, bool load_c) {
+    avx512_tile::for_rows(rows, [&]<int R>() { tile<R>(a, lda, b, pairs, c, ldc, cols, load_c); });
+}
+
+}  // namespace cpx::cpu::avx512_bf16
+
+#endif

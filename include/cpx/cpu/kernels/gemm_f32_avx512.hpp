@@ -1,0 +1,55 @@
+#pragma once
+// The AVX-512 micro-kernel of the packed fp32 product (cpu/kernels/gemm_f32_packed.hpp):
+// a tile of MR rows x one 64-column panel. Per input it loads the panel's four
+// 16-column vectors once and, for each row, broadcasts the row's input and
+// issues four vfmadd231ps; MR = 6 gives 24 accumulators in registers. The rows
+// of x are read in place (any stride): fp32 needs no conversion.
+//
+// Compiled by function attribute, called only where cpu_features() reports
+// AVX-512.
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPX_HAVE_GEMM_F32_AVX512 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/avx512_tile.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+
+namespace cpx::cpu::avx512_f32 {
+
+inline constexpr int tile_rows = avx512_tile::rows;
+
+/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs.
+template <int MR>
+CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
+                                   index_t cols, bool load_c) {
+    constexpr int NV = avx512_tile::vectors;
+    avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
+    const float* arow[MR];
+    for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
+    for (index_t k = 0; k < depth; ++k) {
+        const float* bk = b + k * packed_panel_cols;
+        __m512 bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(bk + 16 * v);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+            const __m512 av = _mm512_set1_ps(arow[r][k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm512_fmadd_ps(av, bv[v], acc.v[r][v]);
+        }
+    }
+    acc.store(c, ldc);
+}
+
+/// tile<rows> for 1 <= rows <= tile_rows.
+inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
+                        index_t cols, bool load_c) {
+    avx512_tile::for_rows(rows, [&]<int R>() { tile<R>(a, lda, b, depth, c, ldc, cols, load_c); });
+}
+
+}  // namespace cpx::cpu::avx512_f32
+
+#endif

@@ -1,0 +1,67 @@
+#pragma once
+// y (= | +=) x . B in fp32 with B packed once at load into fp32 panels
+// (cpu/kernels/packed_panels.hpp) and a register-blocked AVX-512 kernel
+// (cpu/kernels/gemm_f32_avx512.hpp): the product Eigen's GEMM computes, without
+// Eigen's per-call packing of B and with a larger register tile. Summation
+// order differs from Eigen's, so results agree to fp32 rounding, not bit for bit.
+// Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 128 values.
+//
+// Needs AVX-512 (cpu_features().avx512f) at run time; elsewhere callers keep
+// Eigen (gemm_f32_packed_available() says which).
+
+#include <algorithm>
+
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/cpu_features.hpp"
+#include "cpx/cpu/kernels/gemm_f32_avx512.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/panel_gemm.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+
+namespace cpx::cpu {
+
+/// Whether this machine can run gemm_f32_packed.
+inline bool gemm_f32_packed_available() {
+#ifdef CPX_HAVE_GEMM_F32_AVX512
+    return cpu_features().avx512f;
+#else
+    return false;
+#endif
+}
+
+/// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
+/// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
+/// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
+inline void gemm_f32_packed(const RowBlock<const float>& x, PackedPanelsView<float> b, const RowBlock<float>& y,
+                            bool accumulate, int max_team = 0) {
+    require<ShapeError>(x.cols == b.inputs(), "gemm_f32_packed: input rows have ", x.cols,
+                        " features, the weight expects ", b.inputs());
+    require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_f32_packed: output is [", y.rows, ", ",
+                        y.cols, "], expected [", x.rows, ", ", b.outputs(), "]");
+    require<InputError>(gemm_f32_packed_available(), "gemm_f32_packed needs AVX-512, which this machine lacks (",
+                        cpu_features().summary(), ")");
+    const index_t m = x.rows, n = b.outputs(), depth = b.inputs();
+    if (m == 0 || n == 0) return;
+    if (depth == 0) {
+        if (!accumulate)
+            for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
+        return;
+    }
+#ifdef CPX_HAVE_GEMM_F32_AVX512
+    namespace k = avx512_f32;
+    constexpr index_t block_depth = 128;  // a panel's block: 64 columns x 128 x 4 bytes = 32 KiB, in L1
+    const index_t panels = b.panels();
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth, k::tile_rows,
+                             [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
+                                 k::tile_rows_n(rows, x.row(r) + g, x.stride, b.panel(p, g), gn,
+                                                y.row(r) + p * packed_panel_cols, y.stride,
+                                                std::min(packed_panel_cols, n - p * packed_panel_cols),
+                                                accumulate || !first_block);
+                             });
+#endif
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,355 @@
+#pragma once
+// Dense products with stored weights, fp32 arithmetic:
+//   linear(x, w, y):  y = x . w^T   w: [out, in]  (nn.Linear layout)
+//   matmul(x, w, y):  y = x . w     w: [in, out]  (the routed experts' layout)
+// with y either overwritten or accumulated into (residual adds, mu terms).
+//
+// Weights may be stored as fp32 or bf16. Many rows with fp32 weights go to one
+// Eigen GEMM (threaded by Eigen). Everything else is split over the output
+// features: each thread takes panels of the weight, widens bf16 panels to fp32
+// in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
+// fp32), and multiplies them with Eigen on one thread. For one row (decode)
+// that is a GEMV threaded over the output features, which Eigen alone does not
+// thread; it reads each weight exactly once.
+//
+// A weight may also come with a packed copy (cpu/kernels/packed_panels.hpp), which a
+// model makes when the user chooses Compute::bf16 or Compute::fp32_packed:
+// products of packed_min_rows rows or more then run on it (cpu/kernels/gemm_bf16.hpp:
+// bf16 with fp32 sums; cpu/kernels/gemm_f32_packed.hpp: fp32); fewer rows (decode) keep
+// the kernels above, bound by reading the weights, where packing gains nothing.
+
+#include "cpx/cpu/runtime/eigen.hpp"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/kernels/gemm_bf16.hpp"
+#include "cpx/cpu/kernels/gemm_f32_packed.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/gemv_avx512.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+
+namespace cpx::cpu {
+
+/// Whether a product overwrites its output or adds to it.
+enum class Write : bool { overwrite, accumulate };
+
+/// Per-thread scratch for widened weight panels. Grows when a call needs more;
+/// a model reserves it once so that decode steps allocate nothing.
+class LinearScratch {
+public:
+    void ensure(std::size_t floats_per_thread, int threads) {
+        if (floats_per_thread <= per_thread_ && threads <= threads_) return;
+        per_thread_ = pad_to_cache_line<float>(std::max(floats_per_thread, per_thread_));
+        threads_ = std::max(threads, threads_);
+        buffer_.assign(per_thread_ * static_cast<std::size_t>(threads_), 0.0f);
+    }
+    float* thread_panel(int thread) { return buffer_.data() + per_thread_ * static_cast<std::size_t>(thread); }
+    std::size_t bytes() const { return buffer_.size() * sizeof(float) + bf16_.bytes(); }
+    /// The bf16-rounded inputs of the bf16 products.
+    Bf16Scratch& bf16() { return bf16_; }
+
+private:
+    Bf16Scratch bf16_;
+    AlignedVector<float> buffer_;
+    std::size_t per_thread_ = 0;
+    int threads_ = 0;
+};
+
+/// Rows up to which a product is split over output features (a threaded GEMV
+/// reading each weight once from memory) instead of going to Eigen's threaded
+/// GEMM or a packed kernel: decode steps of up to 16 sequences. Above eight
+/// rows Eigen packed every weight panel per call and ran 2.7-3.9x slower than
+/// reading the weights (187M, batch 16; docs/BF16.md "Batched decode").
+inline constexpr index_t gemv_max_rows = 16;
+
+/// Rows from which a product runs on the weight's packed copy when the user chose
+/// packed arithmetic (Compute::bf16, Compute::fp32_packed): batched decode of 9-16
+/// sequences is faster there with bf16 arithmetic (26 vs 33 ms for the 187M model
+/// at batch 16) and even with fp32 packing; fewer rows stay bound by reading the
+/// stored weights, where packing gains nothing.
+inline constexpr index_t packed_min_rows = 9;
+
+namespace detail {
+using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowsMap = Eigen::Map<const RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
+using RowsMap = Eigen::Map<RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+inline ConstRowsMap eigen_rows(const RowBlock<const float>& b) {
+    return ConstRowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+}
+inline RowsMap eigen_rows(const RowBlock<float>& b) {
+    return RowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+}
+
+template <class Lhs, class Rhs>
+void write_product(RowsMap y, const Lhs& a, const Rhs& b, Write mode) {
+    if (mode == Write::accumulate) y.noalias() += a * b;
+    else y.noalias() = a * b;
+}
+
+/// Output features per panel: a multiple of 16, small enough for a few panels
+/// per thread (parallelism for GEMVs) and for the panel to stay in L2.
+inline index_t panel_width(index_t rows, index_t out, index_t in, int threads) {
+    const index_t by_cache = std::max<index_t>(16, (rows <= gemv_max_rows ? 65536 : 262144) / std::max<index_t>(in, 1));
+    const index_t by_threads = std::max<index_t>(16, out / (4 * static_cast<index_t>(threads)));
+    const index_t w = std::min(by_cache, by_threads);
+    return std::max<index_t>(16, w / 16 * 16);
+}
+
+template <class W>
+void widen(const W* src, index_t n, float* dst) {
+    for (index_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+}
+
+/// Fused 16-bit-weight GEMV for a few rows: each weight is widened in
+/// registers and used at once, so weights are read exactly once, at half the
+/// bytes of fp32, with no widened copy. Four output rows at a time give four
+/// independent accumulation chains; `omp simd` vectorises the reductions.
+template <class W>
+void gemv_rows_nt(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, index_t o0,
+                  index_t o1, Write mode) {
+    const index_t in = x.cols;
+    index_t o = o0;
+    for (; o + 4 <= o1; o += 4) {
+        const W* w0 = w.data + o * w.stride;
+        const W* w1 = w0 + w.stride;
+        const W* w2 = w1 + w.stride;
+        const W* w3 = w2 + w.stride;
+        for (index_t m = 0; m < x.rows; ++m) {
+            const float* xr = x.row(m);
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+            for (index_t i = 0; i < in; ++i) {
+                a0 += xr[i] * to_float(w0[i]);
+                a1 += xr[i] * to_float(w1[i]);
+                a2 += xr[i] * to_float(w2[i]);
+                a3 += xr[i] * to_float(w3[i]);
+            }
+            float* yr = y.row(m) + o;
+            if (mode == Write::accumulate) yr[0] += a0, yr[1] += a1, yr[2] += a2, yr[3] += a3;
+            else yr[0] = a0, yr[1] = a1, yr[2] = a2, yr[3] = a3;
+        }
+    }
+    for (; o < o1; ++o) {
+        const W* wr = w.data + o * w.stride;
+        for (index_t m = 0; m < x.rows; ++m) {
+            const float* xr = x.row(m);
+            float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+            for (index_t i = 0; i < in; ++i) a += xr[i] * to_float(wr[i]);
+            float& out = y.row(m)[o];
+            out = mode == Write::accumulate ? out + a : a;
+        }
+    }
+}
+
+/// The input-major counterpart: y[m, o0:o1] (=|+=) sum_i x[m, i] * w[i, o0:o1],
+/// accumulated over the rows of w in a small fp32 block (acc: rows * (o1 - o0)).
+template <class W>
+void gemv_rows_nn(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, index_t o0,
+                  index_t o1, Write mode, float* acc) {
+    const index_t n = o1 - o0, rows = x.rows;
+    std::fill(acc, acc + rows * n, 0.0f);
+    index_t i = 0;
+    // Four weight rows per pass: one load and store of the accumulators per four FMAs.
+    for (; i + 4 <= w.rows; i += 4) {
+        const W* w0 = w.data + i * w.stride + o0;
+        const W* w1 = w0 + w.stride;
+        const W* w2 = w1 + w.stride;
+        const W* w3 = w2 + w.stride;
+        for (index_t m = 0; m < rows; ++m) {
+            const float* xr = x.row(m) + i;
+            const float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
+            float* a = acc + m * n;
+#pragma omp simd
+            for (index_t j = 0; j < n; ++j)
+                a[j] += x0 * to_float(w0[j]) + x1 * to_float(w1[j]) + x2 * to_float(w2[j]) + x3 * to_float(w3[j]);
+        }
+    }
+    for (; i < w.rows; ++i) {
+        const W* wr = w.data + i * w.stride + o0;
+        for (index_t m = 0; m < rows; ++m) {
+            const float xi = x.row(m)[i];
+            float* a = acc + m * n;
+#pragma omp simd
+            for (index_t j = 0; j < n; ++j) a[j] += xi * to_float(wr[j]);
+        }
+    }
+    for (index_t m = 0; m < rows; ++m) {
+        float* yr = y.row(m) + o0;
+        const float* a = acc + m * n;
+        if (mode == Write::accumulate)
+            for (index_t j = 0; j < n; ++j) yr[j] += a[j];
+        else
+            std::copy_n(a, n, yr);
+    }
+}
+
+template <class W>
+void check_product(const char* what, const RowBlock<const float>& x, const RowBlock<const W>& w, index_t in,
+                   index_t out, const RowBlock<float>& y) {
+    require<ShapeError>(w.stride >= w.cols, what, ": weight rows of ", w.cols, " values are only ", w.stride, " apart");
+    require<ShapeError>(x.cols == in, what, ": input rows have ", x.cols, " features, the weight expects ", in);
+    require<ShapeError>(y.rows == x.rows && y.cols == out, what, ": output is [", y.rows, ", ", y.cols,
+                        "], expected [", x.rows, ", ", out, "]");
+}
+}  // namespace detail
+
+namespace detail {
+/// Runs the product on the packed copy when one is given and the call has enough rows.
+template <class W>
+bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool out_in, const PackedWeight* packed,
+                const RowBlock<float>& y, Write mode, LinearScratch& scratch) {
+    if (!packed || x.rows < packed_min_rows) return false;
+    require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
+                        "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
+                        "], the weight it stands for [", w.rows, ", ", w.cols, "]");
+    if (const PackedBf16* b = packed->bf16()) gemm_bf16(x, *b, y, mode == Write::accumulate, scratch.bf16());
+    else if (const PackedF32* f = packed->f32()) gemm_f32_packed(x, *f, y, mode == Write::accumulate);
+    else return false;
+    return true;
+}
+}  // namespace detail
+
+/// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
+/// range of a wider matrix: its rows are w.stride apart). `packed`: w packed
+/// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of at
+/// least packed_min_rows rows.
+template <class W>
+void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
+    const index_t out = w.rows, in = w.cols, ld = w.stride, m = x.rows;
+    detail::check_product("linear", x, w, in, out, y);
+    if (m == 0 || out == 0) return;
+    if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
+    if constexpr (std::is_same_v<W, float>) {
+        if (m > gemv_max_rows) {
+            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
+                                  detail::ConstRowsMap(w.data, out, in, Eigen::OuterStride<>(ld)).transpose(), mode);
+            return;
+        }
+    }
+    const int threads = max_threads();
+    const index_t pw = detail::panel_width(m, out, in, threads);
+    const index_t panels = (out + pw - 1) / pw;
+    // Few rows go to the fused kernel: 16-bit weights always, fp32 weights from
+    // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-16
+    // rows Eigen runs a small GEMM that first packs every weight panel).
+    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+        for (index_t p = 0; p < panels; ++p) {
+#ifdef CPX_HAVE_GEMV_AVX512
+            if constexpr (std::is_same_v<W, bf16>) {
+                avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                continue;
+            } else if constexpr (std::is_same_v<W, float>) {
+                avx512::gemv_rows_nt_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                continue;
+            }
+#endif
+            detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
+        }
+        return;
+    }
+    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+    const auto xm = detail::eigen_rows(x);
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+    for (index_t p = 0; p < panels; ++p) {
+        const index_t o0 = p * pw, n = std::min(pw, out - o0);
+        const float* wp;
+        index_t wld;
+        if constexpr (std::is_same_v<W, float>) {
+            wp = w.data + o0 * ld, wld = ld;
+        } else {
+            float* panel = scratch.thread_panel(thread_index());
+            for (index_t o = 0; o < n; ++o) detail::widen(w.data + (o0 + o) * ld, in, panel + o * in);
+            wp = panel, wld = in;
+        }
+        detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                              detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(wld)).transpose(), mode);
+    }
+}
+
+/// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).
+/// `packed`: w packed (WeightOrientation::in_out) for the chosen arithmetic.
+template <class W>
+void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
+    const index_t in = w.rows, out = w.cols, ld = w.stride, m = x.rows;
+    detail::check_product("matmul", x, w, in, out, y);
+    if (m == 0 || out == 0) return;
+    if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
+    if constexpr (std::is_same_v<W, float>) {
+        if (m > gemv_max_rows) {
+            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
+                                  detail::ConstRowsMap(w.data, in, out, Eigen::OuterStride<>(ld)), mode);
+            return;
+        }
+    }
+    const int threads = max_threads();
+    if (m <= gemv_max_rows) {
+        // Few rows: the fused kernel for any weight type. Wide column panels (one
+        // per thread, at most nn_panel) keep each weight row segment long and
+        // contiguous; their accumulators live on the stack.
+        constexpr index_t nn_panel = 1024;
+        const index_t per_thread = (out + threads - 1) / threads;
+        const index_t pw = std::min(nn_panel, std::max<index_t>(64, (per_thread + 15) / 16 * 16));
+        const index_t panels = (out + pw - 1) / pw;
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+        for (index_t p = 0; p < panels; ++p) {
+#ifdef CPX_HAVE_GEMV_AVX512
+            if constexpr (std::is_same_v<W, bf16>) {
+                alignas(cache_line) float acc[avx512::nn_bf16_scratch(gemv_max_rows, nn_panel)];
+                avx512::gemv_rows_nn_bf16<gemv_max_rows>(x, w, y, p * pw, std::min(out, (p + 1) * pw),
+                                                         mode == Write::accumulate, acc);
+                continue;
+            } else if constexpr (std::is_same_v<W, float>) {
+                avx512::gemv_rows_nn_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                continue;
+            }
+#endif
+            alignas(cache_line) float acc[gemv_max_rows * nn_panel];
+            detail::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode, acc);
+        }
+        return;
+    }
+    const index_t pw = detail::panel_width(m, out, in, threads);
+    const index_t panels = (out + pw - 1) / pw;
+    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+    const auto xm = detail::eigen_rows(x);
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+    for (index_t p = 0; p < panels; ++p) {
+        const index_t o0 = p * pw, n = std::min(pw, out - o0);
+        if constexpr (std::is_same_v<W, float>) {
+            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                                  detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
+        } else {
+            float* panel = scratch.thread_panel(thread_index());
+            for (index_t i = 0; i < in; ++i) detail::widen(w.data + i * ld + o0, n, panel + i * n);
+            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+                                  detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
+        }
+    }
+}
+
+/// linear() with a contiguous [out, in] weight.
+template <class W>
+void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
+    linear<W>(x, rows_of(w), y, mode, scratch, packed);
+}
+
+/// matmul() with a contiguous [in, out] weight.
+template <class W>
+void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+            LinearScratch& scratch, const PackedWeight* packed = nullptr) {
+    matmul<W>(x, rows_of(w), y, mode, scratch, packed);
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,194 @@
+#pragma once
+// A weight matrix repacked once, at load, into the layout our register-blocked
+// product kernels read: B of y = x . B with B [K, N] (K inputs, N outputs),
+// cut into panels of `panel_cols` output columns; inside a panel, each group
+// of G consecutive inputs of the panel's columns is one contiguous run of
+// panel_cols x G values:
+//
+//   packed[((panel * groups + k / G) * panel_cols + n % panel_cols) * G + k % G] = B[k, n]
+//
+// G is the number of values one 32-bit lane of the kernel's multiply-add
+// consumes: 2 for bf16 (vdpbf16ps multiplies two consecutive k of one column
+// per lane; an AMX B tile has the same rows of k pairs x 16 columns), 1 for
+// fp32 (vfmadd231ps). A 512-bit load is then 16 columns x G inputs. K is padded
+// to whole groups and N to whole panels with zeros, so kernels need no tails
+// in K or inside a panel.
+//
+// The source may be fp32 or bf16, in nn.Linear layout [N, K] or input-major
+// layout [K, N]; to bf16 rounds to nearest even, everything else is exact.
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <variant>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/compute.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+
+namespace cpx::cpu {
+
+/// Output columns per panel of a packed weight: four 16-lane registers.
+inline constexpr index_t packed_panel_cols = 64;
+
+/// Orientation of the source matrix handed to PackedPanels::pack.
+enum class WeightOrientation : bool {
+    out_in,  ///< [N, K]: nn.Linear, y = x . W^T
+    in_out,  ///< [K, N]: input-major, y = x . W
+};
+
+/// A read-only view of packed panels, possibly of a prefix of their outputs and
+/// inputs (attention reads the first n keys of keys packed once per call).
+template <class T>
+class PackedPanelsView {
+public:
+    static constexpr index_t group = static_cast<index_t>(4 / sizeof(T));
+
+    PackedPanelsView() = default;
+    PackedPanelsView(const T* data, index_t outputs, index_t inputs, index_t stride_groups)
+        : data_(data), n_(outputs), k_(inputs), stride_groups_(stride_groups) {}
+
+    index_t outputs() const { return n_; }
+    index_t inputs() const { return k_; }
+    index_t groups() const { return (k_ + group - 1) / group; }
+    index_t panels() const { return (n_ + packed_panel_cols - 1) / packed_panel_cols; }
+    const T* panel(index_t panel, index_t g = 0) const {
+        return data_ + (panel * stride_groups_ + g) * packed_panel_cols * group;
+    }
+    /// The first `outputs` outputs of the first `inputs` inputs. Where `inputs` is not a whole
+    /// group, the group's other input belongs to the full matrix: the x of a product must hold a
+    /// zero there (the products' own rounding of x does).
+    PackedPanelsView prefix(index_t outputs, index_t inputs) const {
+        require<ShapeError>(outputs >= 0 && outputs <= n_ && inputs >= 0 && inputs <= k_, "packed panels: prefix [",
+                            inputs, " -> ", outputs, "] of [", k_, " -> ", n_, "]");
+        return {data_, outputs, inputs, stride_groups_};
+    }
+
+private:
+    const T* data_ = nullptr;
+    index_t n_ = 0, k_ = 0, stride_groups_ = 0;
+};
+
+/// T: the packed element type, bf16 or float.
+template <class T>
+class PackedPanels {
+    static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "panels hold bf16 or fp32 values");
+
+public:
+    /// Values of consecutive inputs that one 32-bit lane consumes.
+    static constexpr index_t group = static_cast<index_t>(4 / sizeof(T));
+
+    PackedPanels() = default;
+
+    /// Packs `w` (fp32 or bf16, any row stride) as the B of y = x . B.
+    template <class W>
+    static PackedPanels pack(const RowBlock<const W>& w, WeightOrientation orientation) {
+        PackedPanels p;
+        p.assign(w, orientation);
+        return p;
+    }
+
+    /// pack() into this object, reusing its storage (per-call packing of attention's keys and values).
+    template <class W>
+    void assign(const RowBlock<const W>& w, WeightOrientation orientation) {
+        static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "packing reads fp32 or bf16 weights");
+        require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.stride >= w.cols),
+                            "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.stride);
+        const bool nk = orientation == WeightOrientation::out_in;
+        n_ = nk ? w.rows : w.cols;
+        k_ = nk ? w.cols : w.rows;
+        groups_ = (k_ + group - 1) / group;
+        panels_ = (n_ + packed_panel_cols - 1) / packed_panel_cols;
+        data_.assign(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group), T{});
+        T* out = data_.data();
+        for (index_t r = 0; r < w.rows; ++r) {
+            const W* row = w.row(r);
+            // offset(n, k) = column_base(n) + input_base(k): the row's part computed once.
+            if (nk) {
+                T* base = out + column_base(r);
+                for (index_t c = 0; c < w.cols; ++c) base[input_base(c)] = convert(row[c]);
+            } else {
+                T* base = out + input_base(r);
+                for (index_t c = 0; c < w.cols; ++c) base[column_base(c)] = convert(row[c]);
+            }
+        }
+    }
+
+    /// The whole packed matrix as a view (what the products read).
+    PackedPanelsView<T> view() const { return {data_.data(), n_, k_, groups_}; }
+    operator PackedPanelsView<T>() const { return view(); }
+
+    index_t outputs() const { return n_; }  ///< N
+    index_t inputs() const { return k_; }   ///< K
+    index_t groups() const { return groups_; }
+    index_t panels() const { return panels_; }
+    bool empty() const { return data_.empty(); }
+    std::size_t bytes() const { return data_.size() * sizeof(T); }
+
+    /// First value of `panel` at input group `g`: panel_cols x group values follow.
+    const T* panel(index_t panel, index_t g = 0) const { return view().panel(panel, g); }
+    /// Index of B[k, n] in the packed array.
+    index_t offset(index_t n, index_t k) const { return column_base(n) + input_base(k); }
+    /// B[k, n] as stored, as float, for tests and fallbacks.
+    float at(index_t n, index_t k) const { return to_float(data_[static_cast<std::size_t>(offset(n, k))]); }
+
+private:
+    /// The parts of offset(n, k) that depend on n alone and on k alone.
+    index_t column_base(index_t n) const {
+        return (n / packed_panel_cols * groups_ * packed_panel_cols + n % packed_panel_cols) * group;
+    }
+    static index_t input_base(index_t k) { return k / group * packed_panel_cols * group + k % group; }
+
+    template <class W>
+    static T convert(W v) {
+        if constexpr (std::is_same_v<T, W>) return v;
+        else return from_float<T>(to_float(v));
+    }
+
+    AlignedVector<T> data_;
+    index_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
+};
+
+/// bf16 panels, for bf16 arithmetic (cpu/kernels/gemm_bf16.hpp).
+using PackedBf16 = PackedPanels<bf16>;
+/// fp32 panels, for the packed fp32 product (cpu/kernels/gemm_f32_packed.hpp).
+using PackedF32 = PackedPanels<float>;
+
+/// A weight packed for the product a model's Compute choice runs: bf16 panels
+/// for Compute::bf16, fp32 panels for Compute::fp32_packed. The layers' weight
+/// views point at one (or at an array of them, one per expert); linear() and
+/// matmul() pick the kernel from what it holds.
+class PackedWeight {
+public:
+    PackedWeight() = default;
+
+    template <class W>
+    static PackedWeight pack(const RowBlock<const W>& w, WeightOrientation orientation, Compute compute) {
+        require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
+        PackedWeight p;
+        if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
+        else p.panels_ = PackedF32::pack(w, orientation);
+        return p;
+    }
+
+    const PackedBf16* bf16() const { return std::get_if<PackedBf16>(&panels_); }
+    const PackedF32* f32() const { return std::get_if<PackedF32>(&panels_); }
+    index_t outputs() const { return bf16() ? bf16()->outputs() : f32() ? f32()->outputs() : 0; }
+    index_t inputs() const { return bf16() ? bf16()->inputs() : f32() ? f32()->inputs() : 0; }
+    std::size_t bytes() const { return bf16() ? bf16()->bytes() : f32() ? f32()->bytes() : 0; }
+
+private:
+    std::variant<std::monostate, PackedBf16, PackedF32> panels_;
+};
+
+/// The arithmetic a packed weight stands for: the layers run their other products
+/// (attention's Q K^T and P V) the same way. Null: plain fp32.
+inline Compute compute_of(const PackedWeight* p) {
+    if (p && p->bf16()) return Compute::bf16;
+    if (p && p->f32()) return Compute::fp32_packed;
+    return Compute::fp32;
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,65 @@
+#pragma once
+// The loop nest shared by the products over packed weight panels
+// (cpu/kernels/packed_panels.hpp): bf16 (cpu/kernels/gemm_bf16.hpp) and fp32
+// (cpu/kernels/gemm_f32_packed.hpp). It decides which thread computes what and in
+// which order; the caller's `tile` computes one register tile.
+//
+// Blocking: the input dimension in blocks of `block_depth` groups, so a
+// panel's block stays in L1 while tiles of `tile_rows` rows stream past it
+// from L2; `block_rows` rows x `block_panels` panels of output per block, so C
+// stays in L2 across the input blocks and is read and written once per input
+// block. Threads take a grid of row ranges x panel ranges, panels first (each
+// thread then reads only its share of B).
+
+#include <algorithm>
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
+
+namespace cpx::cpu::panel_gemm {
+
+inline constexpr index_t block_rows = 192;  // a multiple of every kernel's tile rows
+inline constexpr index_t block_panels = 4;
+
+/// Threads for an [m x n] output: all, but none idle on tiny products (4096 outputs each at least).
+inline int threads_for(index_t m, index_t n) {
+    return static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+}
+
+/// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.
+inline void split(index_t count, int parts, int part, index_t unit, index_t& begin, index_t& end) {
+    const index_t units = (count + unit - 1) / unit;
+    const index_t per = units / parts, extra = units % parts;
+    const index_t b = part * per + std::min<index_t>(part, extra);
+    begin = std::min(count, b * unit);
+    end = std::min(count, (b + per + (part < extra ? 1 : 0)) * unit);
+}
+
+/// Thread `t` of `team`'s share of an [m rows x panels] output over `depth` input groups:
+/// tile(row, rows, panel, first_group, groups, first_block) for every tile of its share, where
+/// rows <= tile_rows and first_block tells whether this is the first input block (C not yet
+/// written by this call).
+template <class Tile>
+void thread_share(int t, int team, index_t m, index_t panels, index_t depth, index_t block_depth, int tile_rows,
+                  Tile&& tile) {
+    const int tn = static_cast<int>(std::min<index_t>(team, panels));
+    const int tm = team / tn;
+    if (t >= tn * tm) return;
+    index_t p0, p1, r0, r1;
+    split(panels, tn, t % tn, 1, p0, p1);
+    split(m, tm, t / tn, tile_rows, r0, r1);
+    for (index_t mb = r0; mb < r1; mb += block_rows) {
+        const index_t me = std::min(r1, mb + block_rows);
+        for (index_t pb = p0; pb < p1; pb += block_panels) {
+            const index_t pe = std::min(p1, pb + block_panels);
+            for (index_t g = 0; g < depth; g += block_depth) {
+                const index_t gn = std::min(block_depth, depth - g);
+                for (index_t p = pb; p < pe; ++p)
+                    for (index_t r = mb; r < me; r += tile_rows)
+                        tile(r, static_cast<int>(std::min<index_t>(tile_rows, me - r)), p, g, gn, g == 0);
+            }
+        }
+    }
+}
+
+}  // namespace cpx::cpu::panel_gemm

@@ -1,0 +1,40 @@
+#pragma once
+// RMSNorm over strided rows and over the heads of a row (QK-norm), in fp32:
+// y = w * x / sqrt(mean(x^2) + eps) with the arithmetic of cpx/math/norm.hpp.
+
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/math/norm.hpp"
+
+namespace cpx::cpu {
+
+namespace detail {
+inline void rmsnorm_vector(const float* x, const float* w, float* y, index_t n, float eps) {
+    // SIMD lanes for the sum (a serial chain is add-latency bound); the scaling
+    // loop's lanes are independent even when y is x.
+    float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
+    for (index_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
+    const float inv = rms_inverse(sum_sq, static_cast<int>(n), eps);
+#pragma omp simd
+    for (index_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+}  // namespace detail
+
+/// y[r] = RMSNorm(x[r]) with weight w [x.cols]; x and y may be the same rows.
+inline void rmsnorm_rows(const RowBlock<const float>& x, const float* w, const RowBlock<float>& y, float eps) {
+    require<ShapeError>(y.rows == x.rows && y.cols == x.cols, "rmsnorm: output is [", y.rows, ", ", y.cols,
+                        "], input [", x.rows, ", ", x.cols, "]");
+#pragma omp parallel for schedule(static) if (x.rows * x.cols > 65536)
+    for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), x.cols, eps);
+}
+
+/// Every head of every row normalised in place with the one weight vector
+/// w [head_dim] that all heads share (the authors' QK-norm).
+inline void rmsnorm_heads(const HeadRows<float>& x, const float* w, float eps) {
+#pragma omp parallel for schedule(static) if (x.rows * x.heads * x.head_dim > 65536)
+    for (index_t r = 0; r < x.rows; ++r)
+        for (int h = 0; h < x.heads; ++h) detail::rmsnorm_vector(x.head(r, h), w, x.head(r, h), x.head_dim, eps);
+}
+
+}  // namespace cpx::cpu

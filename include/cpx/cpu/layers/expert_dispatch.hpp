@@ -1,0 +1,143 @@
+#pragma once
+// Sparse dispatch of rows to SwiGLU experts (docs/MODELS.md §8.3-§8.5):
+// a counting sort groups the (row, route) pairs by expert (E is small), each
+// expert runs one GEMM pair on its contiguous segment, and the results are
+// added back to the rows they came from, scaled per pair (the learned
+// router's p_e, the top-k route weights). The cost is one expert's worth per
+// route, never E experts and a mask.
+// Expert weights are input-major: gate_up [E, hidden, 2 width] (gate in
+// columns [0, width), up in [width, 2 width)), down [E, width, hidden], applied
+// as x . W, as the authors store them.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/kernels/swiglu.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+
+namespace cpx::cpu {
+
+/// Non-owning expert weights, contiguous per expert.
+template <class W>
+struct ExpertWeights {
+    const W* gate_up = nullptr;  ///< [experts, hidden, 2 * width]
+    const W* down = nullptr;     ///< [experts, width, hidden]
+    int experts = 0;
+    index_t hidden = 0, width = 0;
+    /// Per expert, packed copies (in_out) for the chosen arithmetic: arrays of `experts`, or null.
+    const PackedWeight* gate_up_packed = nullptr;
+    const PackedWeight* down_packed = nullptr;
+
+    RowBlock<const W> gate_up_of(int e) const {
+        return {gate_up + static_cast<index_t>(e) * hidden * 2 * width, hidden, 2 * width, 2 * width};
+    }
+    RowBlock<const W> down_of(int e) const {
+        return {down + static_cast<index_t>(e) * width * hidden, width, hidden, hidden};
+    }
+};
+
+/// Groups (row, route) pairs by expert and runs each expert on its pairs.
+template <class W>
+class ExpertDispatch {
+public:
+    /// Sizes the buffers for `rows` rows of `routes` routes each.
+    void reserve(index_t rows, index_t hidden, index_t width, int experts, int routes = 1) {
+        const index_t pairs = rows * routes;
+        grow(gathered_, static_cast<std::size_t>(pairs * hidden));
+        grow(hidden_, static_cast<std::size_t>(pairs * 2 * width));
+        grow(outputs_, static_cast<std::size_t>(pairs * hidden));
+        order_.reserve(static_cast<std::size_t>(pairs));
+        slot_.reserve(static_cast<std::size_t>(pairs));
+        starts_.reserve(static_cast<std::size_t>(experts) + 1);
+    }
+
+    /// residual[r] += scale[r] * Expert_{expert[r]}(x[r]) for every row r
+    /// (scale empty: 1). Rows per expert are added to `counts` when given.
+    void forward(const ExpertWeights<W>& w, const RowBlock<const float>& x, std::span<const std::int32_t> expert,
+                 std::span<const float> scale, const RowBlock<float>& residual, std::span<index_t> counts = {}) {
+        forward(w, x, 1, expert, scale, residual, counts);
+    }
+
+    /// Top-k form: row r takes `routes` routes, pair p = r * routes + j going to
+    /// expert[p] with weight scale[p] (scale empty: 1):
+    ///   residual[r] += sum_j scale[p] * Expert_{expert[p]}(x[r]).
+    /// A counting sort over the rows * routes pairs makes each expert one GEMM
+    /// pair over its segment, so the cost is `routes` experts per row, never E.
+    /// Pairs per expert are added to `counts` when given.
+    void forward(const ExpertWeights<W>& w, const RowBlock<const float>& x, int routes,
+                 std::span<const std::int32_t> expert, std::span<const float> scale, const RowBlock<float>& residual,
+                 std::span<index_t> counts = {}) {
+        const index_t n = x.rows, d = w.hidden, width = w.width;
+        const int experts = w.experts;
+        require<ShapeError>(routes >= 1, "expert dispatch: ", routes, " routes per row");
+        const index_t pairs = n * routes;
+        require<ShapeError>(x.cols == d && residual.rows == n && residual.cols == d,
+                            "expert dispatch: rows of ", x.cols, " and a residual of [", residual.rows, ", ",
+                            residual.cols, "] for hidden size ", d);
+        require<ShapeError>(static_cast<index_t>(expert.size()) == pairs &&
+                                (scale.empty() || static_cast<index_t>(scale.size()) == pairs),
+                            "expert dispatch: ", expert.size(), " expert ids and ", scale.size(), " scales for ", n,
+                            " rows of ", routes, " routes");
+        // Counting sort of the pairs, stable in the pair index.
+        starts_.assign(static_cast<std::size_t>(experts) + 1, 0);
+        for (index_t p = 0; p < pairs; ++p) {
+            const std::int32_t e = expert[static_cast<std::size_t>(p)];
+            require<InputError>(e >= 0 && e < experts, "expert dispatch: row ", p / routes, " route ", p % routes,
+                                " goes to expert ", e, ", outside [0, ", experts, ")");
+            ++starts_[static_cast<std::size_t>(e) + 1];
+        }
+        for (int e = 0; e < experts; ++e) starts_[e + 1] += starts_[e];
+        if (!counts.empty())
+            for (int e = 0; e < experts; ++e) counts[e] += starts_[e + 1] - starts_[e];
+        order_.resize(static_cast<std::size_t>(pairs));
+        slot_.resize(static_cast<std::size_t>(pairs));
+        fill_.assign(starts_.begin(), starts_.end() - 1);
+        for (index_t p = 0; p < pairs; ++p) {
+            const index_t at = fill_[static_cast<std::size_t>(expert[static_cast<std::size_t>(p)])]++;
+            order_[static_cast<std::size_t>(at)] = p;
+            slot_[static_cast<std::size_t>(p)] = at;
+        }
+
+        const RowBlock<float> gathered = block_in(gathered_, pairs, d);
+        const RowBlock<float> h = block_in(hidden_, pairs, 2 * width);
+        const RowBlock<float> y = block_in(outputs_, pairs, d);
+#pragma omp parallel for schedule(static) if (pairs * d > 65536)
+        for (index_t i = 0; i < pairs; ++i)
+            std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
+        for (int e = 0; e < experts; ++e) {
+            const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
+            if (rows == 0) continue;
+            const RowBlock<float> he = h.sub_rows(begin, rows);
+            matmul<W>(RowBlock<const float>(gathered.sub_rows(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
+                      scratch_, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
+            swiglu_inplace(he, width);
+            matmul<W>(RowBlock<const float>(he.sub_cols(0, width)), w.down_of(e), y.sub_rows(begin, rows),
+                      Write::overwrite, scratch_, w.down_packed ? w.down_packed + e : nullptr);
+        }
+        // Per destination row, its routes in route order: no write conflicts
+        // and a fixed summation order, whatever the thread count.
+#pragma omp parallel for schedule(static) if (pairs * d > 65536)
+        for (index_t r = 0; r < n; ++r) {
+            float* dst = residual.row(r);
+            for (int j = 0; j < routes; ++j) {
+                const std::size_t p = static_cast<std::size_t>(r * routes + j);
+                const float* src = y.row(slot_[p]);
+                if (scale.empty())
+                    for (index_t c = 0; c < d; ++c) dst[c] += src[c];
+                else
+                    for (index_t c = 0; c < d; ++c) dst[c] += scale[p] * src[c];
+            }
+        }
+    }
+
+private:
+    AlignedVector<float> gathered_, hidden_, outputs_;
+    std::vector<index_t> order_, slot_, starts_, fill_;
+    LinearScratch scratch_;
+};
+
+}  // namespace cpx::cpu

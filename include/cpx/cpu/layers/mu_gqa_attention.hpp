@@ -1,0 +1,177 @@
+#pragma once
+// COMPLEXITY-DEEP's attention (docs/MODELS.md §6) on the CPU:
+//   [q | k | v] = [a | mu] . [W ; W_mu]^T        (one GEMM over stacked weights)
+//   q, k <- RMSNorm per head (one shared weight of head_dim, eps 1e-6), then rotate-half RoPE
+//   o = causal GQA softmax(q k^T / sqrt(hd)) v    (query head j reads KV head j / groups)
+//   residual += o . W_o^T
+// a is the RMS-normalised layer input, mu the raw (clamped) mu of the previous
+// layer; without mu guidance the input is a alone. The stacked form sums the
+// a and mu products in one accumulation, which docs/MODELS.md §6.1 notes is the
+// supplementary code's form and equal up to rounding to the framework's two adds.
+
+#include <cmath>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/layers/causal_attention.hpp"
+#include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/layers/rope.hpp"
+#include "cpx/cpu/kernels/row_norms.hpp"
+#include "cpx/cpu/layers/sequence_rows.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+
+namespace cpx::cpu {
+
+/// Non-owning weights of one attention layer.
+template <ComplexityConfigType C, class W>
+struct MuGqaAttentionWeights {
+    /// Columns of one input row: [a] or [a | mu].
+    static constexpr int input_width = C::use_mu ? 2 * C::hidden : C::hidden;
+    /// Rows of the stacked projection: q, then k, then v.
+    static constexpr int qkv_width = C::q_width + 2 * C::kv_width;
+
+    RowBlock<const W> qkv;     ///< [qkv_width, input_width]: row o = [W_{q|k|v}[o] | W_mu{q|k|v}[o]]
+    RowBlock<const W> o_proj;  ///< [hidden, q_width]
+    const float* q_norm = nullptr;  ///< [head_dim]
+    const float* k_norm = nullptr;  ///< [head_dim]
+    /// Packed copies of qkv and o_proj (out_in) for the chosen arithmetic, or null.
+    const PackedWeight* qkv_packed = nullptr;
+    const PackedWeight* o_proj_packed = nullptr;
+};
+
+/// How much of each of q, k and v comes from mu: per token
+/// ||mu W_mu||_2 / (||a W||_2 + ||mu W_mu||_2), summed over the tokens seen.
+struct MuContribution {
+    double q = 0.0, k = 0.0, v = 0.0;
+    index_t tokens = 0;
+    double mean_q() const { return tokens ? q / static_cast<double>(tokens) : 0.0; }
+    double mean_k() const { return tokens ? k / static_cast<double>(tokens) : 0.0; }
+    double mean_v() const { return tokens ? v / static_cast<double>(tokens) : 0.0; }
+};
+
+/// The attention layer with its scratch buffers; one object serves every layer
+/// of a model (same shapes). Not for concurrent use from several threads.
+template <ComplexityConfigType C, class W, class KV = float>
+class MuGqaAttention {
+public:
+    using Weights = MuGqaAttentionWeights<C, W>;
+    static constexpr int qkv_width = Weights::qkv_width;
+
+    MuGqaAttention() : rope_(C::rope, C::head_dim, C::max_positions) {}
+
+    const RopeTable& rope() const { return rope_; }
+
+    /// Sizes every buffer for calls of up to `rows` batch rows, `sequences`
+    /// sequences and `max_keys` keys per sequence.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        grow(qkv_, static_cast<std::size_t>(rows * qkv_width));
+        grow(out_, static_cast<std::size_t>(rows * C::q_width));
+        cached_.reserve(static_cast<std::size_t>(sequences));
+        fresh_.reserve(static_cast<std::size_t>(sequences));
+        ws_.reserve(C::groups, C::head_dim, C::head_dim, max_keys, !std::is_same_v<KV, float>);
+    }
+
+    /// residual += attention(input) for every sequence. input: [N, input_width];
+    /// residual: [N, hidden]. Sequences with a cache get their new keys and
+    /// values written at rows [offset, offset + rows) of it.
+    void forward(const Weights& w, const RowBlock<const float>& input, std::span<const SequenceRows<KV>> sequences,
+                 const RowBlock<float>& residual, MuContribution* mu_observer = nullptr) {
+        const index_t n = input.rows;
+        require<ShapeError>(input.cols == Weights::input_width, "attention: input rows have ", input.cols,
+                            " values, expected ", Weights::input_width);
+        require<ShapeError>(residual.rows == n && residual.cols == C::hidden, "attention: residual is [",
+                            residual.rows, ", ", residual.cols, "], expected [", n, ", ", C::hidden, "]");
+        const RowBlock<float> qkv = block_in(qkv_, n, qkv_width);
+        linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
+        if constexpr (C::use_mu)
+            if (mu_observer) observe_mu(w, input, *mu_observer);
+
+        const HeadRows<float> q = packed_heads(qkv.data, n, C::heads, C::head_dim, qkv_width);
+        const HeadRows<float> k = packed_heads(qkv.data + C::q_width, n, C::kv_heads, C::head_dim, qkv_width);
+        const HeadRows<float> v =
+            packed_heads(qkv.data + C::q_width + C::kv_width, n, C::kv_heads, C::head_dim, qkv_width);
+        rmsnorm_heads(q, w.q_norm, C::qk_norm_eps);
+        rmsnorm_heads(k, w.k_norm, C::qk_norm_eps);
+
+        const HeadRows<float> out = packed_heads(grow(out_, static_cast<std::size_t>(n * C::q_width)), n, C::heads,
+                                                 C::head_dim);
+        cached_.clear();
+        fresh_.clear();
+        for (const auto& s : sequences) {
+            require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= n, "attention: sequence rows [",
+                                s.begin, ", ", s.begin + s.rows, ") outside the batch of ", n);
+            if (s.rows == 0) continue;
+            apply_rope(rope_, q.sub_rows(s.begin, s.rows), s.offset);
+            apply_rope(rope_, k.sub_rows(s.begin, s.rows), s.offset);
+            if (s.cache_k.data) {
+                require<InputError>(s.cache_k.rows >= s.offset + s.rows && s.cache_v.rows >= s.offset + s.rows,
+                                    "attention: the KV cache holds ", s.cache_k.rows, " positions, ",
+                                    s.offset + s.rows, " needed");
+                store(k.sub_rows(s.begin, s.rows), s.cache_k, s.offset);
+                store(v.sub_rows(s.begin, s.rows), s.cache_v, s.offset);
+                cached_.push_back({q.sub_rows(s.begin, s.rows), s.cache_k, s.cache_v, out.sub_rows(s.begin, s.rows),
+                                   s.offset});
+            } else {
+                // Without a cache the keys and values are this call's own rows, in fp32.
+                require<InputError>(s.offset == 0, "attention: a sequence without a cache must start at position 0");
+                fresh_.push_back({q.sub_rows(s.begin, s.rows), k.sub_rows(s.begin, s.rows),
+                                  v.sub_rows(s.begin, s.rows), out.sub_rows(s.begin, s.rows), 0});
+            }
+        }
+        // 1/sqrt(hd), SDPA's default scale (0.125 for hd = 64).
+        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C::head_dim)));
+        causal_attention_batch<float>(fresh_, scale, ws_, compute_of(w.qkv_packed));
+        causal_attention_batch<KV>(cached_, scale, ws_, compute_of(w.qkv_packed));
+        linear<W>(RowBlock<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
+                  scratch_, w.o_proj_packed);
+    }
+
+private:
+    static void store(const HeadRows<float>& src, const HeadRows<KV>& cache, index_t offset) {
+        for (index_t r = 0; r < src.rows; ++r)
+            for (int h = 0; h < src.heads; ++h) {
+                const float* from = src.head(r, h);
+                KV* to = cache.head(offset + r, h);
+                for (int i = 0; i < src.head_dim; ++i) to[i] = from_float<KV>(from[i]);
+            }
+    }
+
+    // The two halves of the stacked product, separately (diagnostics only).
+    void observe_mu(const Weights& w, const RowBlock<const float>& input, MuContribution& sink) {
+        const index_t n = input.rows;
+        const RowBlock<float> from_a = block_in(obs_a_, n, qkv_width);
+        const RowBlock<float> from_mu = block_in(obs_mu_, n, qkv_width);
+        linear<W>(input.sub_cols(0, C::hidden), w.qkv.sub_cols(0, C::hidden), from_a, Write::overwrite, scratch_);
+        linear<W>(input.sub_cols(C::hidden, C::hidden), w.qkv.sub_cols(C::hidden, C::hidden), from_mu,
+                  Write::overwrite, scratch_);
+        const auto ratio = [](const float* a, const float* m, int width) {
+            double na = 0, nm = 0;
+            for (int i = 0; i < width; ++i) {
+                na += double(a[i]) * a[i];
+                nm += double(m[i]) * m[i];
+            }
+            const double denom = std::sqrt(na) + std::sqrt(nm);
+            return denom > 0 ? std::sqrt(nm) / denom : 0.0;
+        };
+        for (index_t r = 0; r < n; ++r) {
+            sink.q += ratio(from_a.row(r), from_mu.row(r), C::q_width);
+            sink.k += ratio(from_a.row(r) + C::q_width, from_mu.row(r) + C::q_width, C::kv_width);
+            sink.v += ratio(from_a.row(r) + C::q_width + C::kv_width, from_mu.row(r) + C::q_width + C::kv_width,
+                            C::kv_width);
+        }
+        sink.tokens += n;
+    }
+
+    RopeTable rope_;
+    AlignedVector<float> qkv_, out_, obs_a_, obs_mu_;
+    std::vector<AttentionProblem<KV>> cached_;
+    std::vector<AttentionProblem<float>> fresh_;
+    AttentionWorkspace ws_;
+    LinearScratch scratch_;
+};
+
+}  // namespace cpx::cpu

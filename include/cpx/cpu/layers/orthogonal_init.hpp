@@ -1,0 +1,41 @@
+#pragma once
+// Seeded orthogonal initialisation (PRISM's dictionary U, docs/MODELS.md
+// §19): the Q factor of a Householder QR of a Gaussian matrix, with the
+// column signs fixed by diag(R) so that the result is Haar-distributed, as
+// torch.nn.init.orthogonal_ draws it.
+
+#include "cpx/cpu/runtime/eigen.hpp"
+CPX_BEGIN_THIRD_PARTY_INCLUDES
+#include <Eigen/QR>
+CPX_END_THIRD_PARTY_INCLUDES
+#include <type_traits>
+
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+
+namespace cpx::cpu {
+
+/// Fills w with a random matrix whose columns (tall w) or rows (wide w) are
+/// orthonormal: w^T w = I for rows >= cols. `normal()` draws standard normal
+/// doubles (e.g. SeededRandom::normal). The factorisation runs in double so
+/// the fp32 result is orthonormal to within fp32 rounding.
+template <class Normal>
+    requires std::is_invocable_r_v<double, Normal&>
+void orthogonal_init(Matrix<float> w, Normal&& normal) {
+    const index_t rows = w.extent(0), cols = w.extent(1);
+    require<ShapeError>(rows > 0 && cols > 0, "orthogonal_init: the matrix is empty ([", rows, ", ", cols, "])");
+    const bool tall = rows >= cols;
+    const index_t m = tall ? rows : cols, n = tall ? cols : rows;  // factor an m x n tall matrix
+    Eigen::MatrixXd a(m, n);
+    for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) a(i, j) = normal();
+    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+    Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
+    const auto& r = qr.matrixQR();
+    for (index_t j = 0; j < n; ++j)
+        if (r(j, j) < 0.0) q.col(j) = -q.col(j);
+    for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) w(i, j) = static_cast<float>(tall ? q(i, j) : q(j, i));
+}
+
+}  // namespace cpx::cpu

@@ -1,0 +1,209 @@
+#pragma once
+// PRISM's pi-RoPE differential attention on the CPU (docs/MODELS.md §17).
+// One overcomplete dictionary U [2HD, d] replaces Q, K, V and O:
+//     h = x U^T, split into H signal heads and H noise heads of dimension D;
+//     values are h, queries and keys the same rotated h (RoPE base theta*m for
+//     signal heads, theta/m for noise heads, at absolute positions);
+//     y = causal softmax attention per head with scale 1/sqrt(D);
+//     out = (concat(y_signal, -lambda * y_noise) U) / sqrt(2 H R).
+// The attention itself is the shared causal core (cpu/layers/causal_attention.hpp),
+// batched over all 2H heads of every sequence (one call for the sequences that
+// run through a KV cache, one for those that do not): signal and noise heads
+// differ only in the RoPE applied before it and the weight applied after it.
+// The two products with U are the shared weight products (cpu/kernels/linear.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "cpx/config/prism_attention_shape.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/layers/causal_attention.hpp"
+#include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/layers/rope.hpp"
+#include "cpx/cpu/layers/sequence_rows.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+
+namespace cpx::cpu {
+
+/// The weights of one layer: the dictionary (stored as W: float or bf16) and
+/// the run-time noise weight.
+template <class W = float>
+struct PrismAttentionWeights {
+    Matrix<const W> u;    ///< attn.u_proj.weight, [2HD, d]
+    float lambda = 0.0f;  ///< attn.lambda_q
+    /// Packed copies of U for the chosen arithmetic, or null: as x U^T (out_in) and as y U (in_out).
+    const PackedWeight* u_packed = nullptr;
+    const PackedWeight* u_t_packed = nullptr;
+};
+
+/// One PRISM attention layer's computation for a configuration shape `S`,
+/// with U stored as W and keys and values cached as KV (each float or bf16).
+/// The object holds the two RoPE tables and the scratch buffers; one object
+/// serves every layer of a model. Not for concurrent use from several threads.
+template <PrismAttentionShapeType S, class W = float, class KV = float>
+class PrismAttention {
+public:
+    using Shape = S;
+    using Weights = PrismAttentionWeights<W>;
+    static constexpr int H = S::heads, D = S::head_dim, width = S::u_rows;
+
+    explicit PrismAttention(index_t max_positions)
+        : signal_(S::signal_rope, D, max_positions), noise_(S::noise_rope, D, max_positions) {}
+
+    index_t max_positions() const { return signal_.positions(); }
+    const RopeTable& signal_rope() const { return signal_; }
+    const RopeTable& noise_rope() const { return noise_; }
+
+    /// Sizes every buffer for calls of up to `rows` batch rows, `sequences`
+    /// sequences and `max_keys` keys per sequence.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        const auto n = static_cast<std::size_t>(rows * width);
+        grow(h_, n);
+        grow(rotated_, n);
+        grow(y_, n);
+        cached_.reserve(static_cast<std::size_t>(sequences));
+        fresh_.reserve(static_cast<std::size_t>(sequences));
+        ws_.reserve(1, D, D, max_keys, !std::is_same_v<KV, float>);
+    }
+
+    /// out (= or +=, per `mode`) PRISM attention of `input` for every sequence
+    /// of the batch. input: [N, d]; out: [N, d], not aliasing input. A sequence
+    /// with a cache appends its rotated keys and unrotated values at rows
+    /// [offset, offset + rows) and attends to all cached positions; one without
+    /// starts at position 0 and attends within itself. The observer sees heads
+    /// 0..H-1 (signal) and H..2H-1 (noise).
+    template <class Observer = NoAttentionObserver>
+        requires AttentionObserver<Observer>
+    void forward(const Weights& w, const RowBlock<const float>& input,
+                 std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out, Write mode,
+                 const Observer& observe = Observer{}) {
+        const index_t n = input.rows;
+        check_shapes(w, input, sequences, out);
+        if (n == 0) return;
+
+        // h = x U^T: values, and (copied, rotated) queries and keys.
+        const RowBlock<float> h = block_in(h_, n, width);
+        const RowBlock<float> rotated = block_in(rotated_, n, width);
+        linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_packed);
+        // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
+        // blocks: on one thread they would cap the layer's multi-thread speed-up.
+#pragma omp parallel for schedule(static) if (n * width > 65536)
+        for (index_t r = 0; r < n; ++r) std::copy_n(h.row(r), width, rotated.row(r));
+        const auto all_rot = packed_heads(rotated.data, n, 2 * H, D);
+        const auto all_h = packed_heads(h.data, n, 2 * H, D);
+        const auto all_y = packed_heads(grow(y_, static_cast<std::size_t>(n * width)), n, 2 * H, D);
+
+        // Sequences with a cache read their keys and values from it (type KV);
+        // sequences without one read them from this call's projection (fp32).
+        cached_.clear();
+        fresh_.clear();
+        for (const auto& s : sequences) {
+            if (s.rows == 0) continue;
+            const auto rot = all_rot.sub_rows(s.begin, s.rows);
+            apply_rope(signal_, rot.sub_heads(0, H), s.offset);
+            apply_rope(noise_, rot.sub_heads(H, H), s.offset);
+            const auto values = all_h.sub_rows(s.begin, s.rows);
+            const auto y = all_y.sub_rows(s.begin, s.rows);
+            if (s.cache_k.data) {
+                store(rot, s.cache_k, s.offset);
+                store(values, s.cache_v, s.offset);
+                cached_.push_back({rot, s.cache_k, s.cache_v, y, s.offset});
+            } else {
+                fresh_.push_back({rot, rot, values, y, 0});
+            }
+        }
+        const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+        const Compute compute = compute_of(w.u_packed);
+        if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
+            causal_attention_batch<float>(fresh_, softmax_scale, ws_, compute);
+            causal_attention_batch<KV>(cached_, softmax_scale, ws_, compute);
+        } else {
+            const auto batch_observer = [&observe](std::size_t, int head, index_t position, const float* p,
+                                                   index_t count) { observe(head, position, p, count); };
+            causal_attention_batch<float>(fresh_, softmax_scale, ws_, compute, batch_observer);
+            causal_attention_batch<KV>(cached_, softmax_scale, ws_, compute, batch_observer);
+        }
+
+        // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
+        const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
+        const float noise_scale = -w.lambda * scale;
+#pragma omp parallel for schedule(static) if (n * width > 65536)
+        for (index_t r = 0; r < n; ++r) {
+            float* row = y_.data() + r * width;
+            for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
+            for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
+        }
+        matmul<W>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_packed);
+    }
+
+    /// One sequence without a cache (positions 0..rows-1): the plain layer.
+    template <class Observer = NoAttentionObserver>
+        requires AttentionObserver<Observer>
+    void forward(const Weights& w, Matrix<const float> x, Matrix<float> out,
+                 const Observer& observe = Observer{}) {
+        const SequenceRows<KV> whole{0, x.extent(0), 0, {}, {}};
+        forward(w, rows_of(x), std::span<const SequenceRows<KV>>(&whole, 1), rows_of(out), Write::overwrite, observe);
+    }
+
+private:
+    void check_shapes(const Weights& w, const RowBlock<const float>& input,
+                      std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out) const {
+        require<ShapeError>(input.cols == S::hidden, "PRISM attention: input rows have ", input.cols,
+                            " values, the layer expects d = ", S::hidden);
+        require<ShapeError>(w.u.extent(0) == width && w.u.extent(1) == S::hidden, "PRISM attention: U is [",
+                            w.u.extent(0), ", ", w.u.extent(1), "], expected [2HD, d] = [", width, ", ", S::hidden,
+                            "]");
+        require<ShapeError>(out.rows == input.rows && out.cols == S::hidden, "PRISM attention: output is [", out.rows,
+                            ", ", out.cols, "], expected [", input.rows, ", ", S::hidden, "]");
+        require<InputError>(std::isfinite(w.lambda), "PRISM attention: lambda is not finite (", w.lambda, ")");
+        index_t covered = 0;
+        for (const auto& s : sequences) {
+            require<ShapeError>(s.rows >= 0 && (s.rows == 0 || s.begin == covered), "PRISM attention: sequence rows [",
+                                s.begin, ", ", s.begin + s.rows, ") do not follow the previous sequences' ", covered,
+                                " rows (sequences are packed in order)");
+            covered += s.rows;
+            require<InputError>(s.offset >= 0 && s.offset + s.rows <= max_positions(), "PRISM attention: positions [",
+                                s.offset, ", ", s.offset + s.rows, ") exceed the context length ", max_positions());
+            if (s.cache_k.data) {
+                require<ShapeError>(s.cache_k.heads == 2 * H && s.cache_k.head_dim == D && s.cache_v.heads == 2 * H &&
+                                        s.cache_v.head_dim == D && s.cache_v.data,
+                                    "PRISM attention: the cache holds ", s.cache_k.heads, " x ", s.cache_k.head_dim,
+                                    " keys and ", s.cache_v.heads, " x ", s.cache_v.head_dim,
+                                    " values, expected 2H x D = ", 2 * H, " x ", D);
+                require<InputError>(s.offset + s.rows <= s.cache_k.rows && s.offset + s.rows <= s.cache_v.rows,
+                                    "PRISM attention: positions up to ", s.offset + s.rows, " do not fit a cache of ",
+                                    std::min(s.cache_k.rows, s.cache_v.rows), " positions");
+            } else {
+                require<InputError>(s.offset == 0, "PRISM attention: a sequence at position ", s.offset,
+                                    " needs a cache holding the earlier positions");
+            }
+        }
+        require<ShapeError>(covered == input.rows, "PRISM attention: the sequences cover ", covered, " of the ",
+                            input.rows, " input rows");
+    }
+
+    static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
+#pragma omp parallel for schedule(static) if (src.rows * src.heads * src.head_dim > 65536)
+        for (index_t r = 0; r < src.rows; ++r)
+            for (int hd = 0; hd < src.heads; ++hd) {
+                const float* s = src.head(r, hd);
+                KV* d = dst.head(first_position + r, hd);
+                for (int i = 0; i < src.head_dim; ++i) d[i] = from_float<KV>(s[i]);
+            }
+    }
+
+    RopeTable signal_, noise_;
+    AlignedVector<float> h_, rotated_, y_;
+    std::vector<AttentionProblem<KV>> cached_;
+    std::vector<AttentionProblem<float>> fresh_;
+    AttentionWorkspace ws_;
+    LinearScratch scratch_;
+};
+
+}  // namespace cpx::cpu

@@ -1,0 +1,264 @@
+#pragma once
+// Grouped expert GEMMs over the segments of an ExpertDispatch, reading the
+// segment offsets on the device (so no host synchronisation and a capturable
+// launch; see segment_tiles.hpp for the schedule). Expert weights are stored
+// input-major, [experts, K, N] (or the gate/up halves of [experts, K, 2N]),
+// and applied as x . W[e] (docs/MODELS.md §8.1).
+//
+//   grouped_swiglu: act[i, :] = SiLU(x[src[i]] . G[e]) * (x[src[i]] . U[e])
+//       for each sorted position i of expert e, src[i] its token row: the
+//       gate and up products of one tile share the A tile, and SwiGLU is their
+//       epilogue. act is in sorted order.
+//   grouped_scatter_add: y[perm[i], :] (+)= scale[perm[i]] * (act[i] . D[e])
+//       the down product, scattered back to its (token, route) pair, which
+//       with one route is the token row; with accumulate, added onto what y
+//       holds (the residual plus the shared expert's output, written before):
+//       the inverse permutation fused with the sum of the routed and shared
+//       experts. Each row of y belongs to exactly one sorted position, so no
+//       atomics are needed.
+//
+// The kernel is a plain SIMT tiling (64 x 64 output tile, K step 16, 256
+// threads, 4 x 4 outputs per thread, fp32 accumulation in registers, operands
+// widened to fp32 in shared memory). CPU twin: the loop in the test and the CPU
+// token-routed MLP, which gather, multiply and scatter per expert.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/strided_matrix.hpp"
+#include "cpx/cuda/runtime/check.cuh"
+#include "cpx/cuda/kernels/expert_dispatch.cuh"
+#include "cpx/cuda/kernels/grouped_gemm_tensor_cores.cuh"
+#include "cpx/cuda/runtime/kernel_choice.cuh"
+#include "cpx/cuda/kernels/segment_tiles.hpp"
+#include "cpx/math/activation.hpp"
+
+namespace cpx::cuda {
+
+namespace kernels {
+
+inline constexpr int grouped_bm = 64, grouped_bn = 64, grouped_bk = 16, grouped_threads = 256;
+
+template <class TA, class TW, class TO>
+struct GroupedGemmArgs {
+    const TA* x;
+    index_t x_ld;
+    const std::int32_t* gather;  // sorted position -> row of x; null: x is in sorted order
+    const std::int32_t* offsets;
+    int experts;
+    const TW* w0;  // expert e, row k, column n at w0[e * w_expert_stride + k * w_ld + n]
+    const TW* w1;  // second weight (up projection) for the SwiGLU form, same strides, else null
+    int K, N;
+    index_t w_ld, w_expert_stride;
+    TO* out;
+    index_t out_ld;
+    const std::int32_t* scatter;  // sorted position -> row of out; null: out is in sorted order
+    const float* row_scale;       // per output row factor (the learned router's probability), or null
+    bool accumulate;
+};
+
+template <class TA, class TW, class TO, bool SwiGLU>
+__global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<TA, TW, TO> a) {
+    constexpr int BM = grouped_bm, BN = grouped_bn, BK = grouped_bk, NW = SwiGLU ? 2 : 1;
+    static_assert(BM * BK % grouped_threads == 0 && BK * BN % grouped_threads == 0, "tile loads must divide evenly");
+    static_assert(BM == 64 && BN == 64 && grouped_threads == 256, "the 16 x 16 thread grid covers 64 x 64 outputs");
+
+    SegmentTile tile;
+    if (!find_segment_tile(a.offsets, a.experts, blockIdx.x, BM, tile)) return;  // whole block: no barrier skipped
+    const int n0 = static_cast<int>(blockIdx.y) * BN;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+
+    __shared__ float As[BK][BM + 4];  // A transposed; the pad spreads the transposing stores over banks
+    __shared__ float Bs[NW][BK][BN];
+
+    const TW* w[NW];
+    w[0] = a.w0 + tile.expert * a.w_expert_stride;
+    if constexpr (SwiGLU) w[1] = a.w1 + tile.expert * a.w_expert_stride;
+
+    float acc[NW][4][4];
+#pragma unroll
+    for (int b = 0; b < NW; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[b][i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < a.K; k0 += BK) {
+#pragma unroll
+        for (int l = 0; l < BM * BK / grouped_threads; ++l) {
+            const int idx = tid + l * grouped_threads, m = idx / BK, k = idx % BK;
+            float v = 0.0f;
+            if (m < tile.rows && k0 + k < a.K) {
+                const int sorted_row = tile.row_begin + m;
+                const index_t src = a.gather ? a.gather[sorted_row] : sorted_row;
+                v = to_float(a.x[src * a.x_ld + k0 + k]);
+            }
+            As[k][m] = v;
+        }
+#pragma unroll
+        for (int b = 0; b < NW; ++b)
+#pragma unroll
+            for (int l = 0; l < BK * BN / grouped_threads; ++l) {
+                const int idx = tid + l * grouped_threads, k = idx / BN, n = idx % BN;
+                Bs[b][k][n] = (k0 + k < a.K && n0 + n < a.N)
+                                  ? to_float(w[b][static_cast<index_t>(k0 + k) * a.w_ld + n0 + n])
+                                  : 0.0f;
+            }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float av[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) av[i] = As[k][ty + 16 * i];
+#pragma unroll
+            for (int b = 0; b < NW; ++b) {
+                float bv[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) bv[j] = Bs[b][k][tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) acc[b][i][j] = fmaf(av[i], bv[j], acc[b][i][j]);
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int m = ty + 16 * i;
+        if (m >= tile.rows) continue;
+        const int sorted_row = tile.row_begin + m;
+        const index_t dst = a.scatter ? a.scatter[sorted_row] : sorted_row;
+        TO* y = a.out + dst * a.out_ld;
+        const float scale = a.row_scale ? a.row_scale[dst] : 1.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int n = n0 + tx + 16 * j;
+            if (n >= a.N) continue;
+            float v;
+            if constexpr (SwiGLU) v = ::cpx::swiglu(acc[0][i][j], acc[1][i][j]);
+            else v = acc[0][i][j];
+            v *= scale;
+            if (a.accumulate) v += to_float(y[n]);
+            y[n] = from_float<TO>(v);
+        }
+    }
+}
+
+}  // namespace kernels
+
+namespace detail {
+template <class TA, class TW, class TO, bool SwiGLU>
+void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, GroupedGemmKernel kernel,
+                    cudaStream_t stream) {
+    if (count == 0 || a.N == 0) return;
+    // Both kernels use 64 x 64 output tiles, so the grid is the same.
+    static_assert(kernels::grouped_bm == kernels::tc_bm && kernels::grouped_bn == kernels::tc_bn);
+    const long long tiles = max_segment_tiles(count, a.experts, kernels::grouped_bm);
+    const long long n_tiles = (a.N + kernels::grouped_bn - 1) / kernels::grouped_bn;
+    require<ShapeError>(tiles <= 0x7fffffff && n_tiles <= 65535, "grouped GEMM: ", count, " rows x ", a.N,
+                        " columns exceed one launch");
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles));
+    if (kernel == GroupedGemmKernel::tensor_cores) {
+        if constexpr (std::is_same_v<TA, TW> && (std::is_same_v<TA, bf16> || std::is_same_v<TA, fp16>)) {
+            int device = 0, major = 0;
+            CPX_CUDA_CHECK(cudaGetDevice(&device));
+            CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+            require<Error>(major >= 8, "grouped GEMM: tensor-core kernels need compute capability 8.0 or newer, device ",
+                           device, " has ", major, ".x");
+            kernels::grouped_gemm_tensor_cores<kernels::GroupedGemmArgs<TA, TW, TO>, TA, TO, SwiGLU>
+                <<<grid, kernels::tc_threads, 0, stream>>>(a);
+        } else {
+            raise<ShapeError>("grouped GEMM: tensor-core kernels need bf16 or fp16 activations and weights of one type");
+        }
+    } else {
+        kernels::grouped_gemm<TA, TW, TO, SwiGLU><<<grid, kernels::grouped_threads, 0, stream>>>(a);
+    }
+    CPX_CUDA_CHECK_LAUNCH();
+}
+}  // namespace detail
+
+/// Expert weights on the device, input-major: expert e maps K inputs to N
+/// outputs, element (k, n) at data[e * expert_stride + k * ld + n]. Contiguous
+/// [experts, K, N] tensors have ld = N and expert_stride = K * N (the defaults,
+/// taken when ld and expert_stride are 0); the gate and up halves of a fused
+/// [experts, K, 2N] tensor are the same data with ld = 2N, the up half offset by N.
+template <class TW>
+struct ExpertWeights {
+    const TW* data = nullptr;
+    int experts = 0, k = 0, n = 0;
+    index_t ld = 0, expert_stride = 0;
+    index_t row_stride() const { return ld ? ld : n; }
+    index_t stride() const { return expert_stride ? expert_stride : static_cast<index_t>(k) * row_stride(); }
+};
+
+namespace detail {
+template <class TW>
+void check_expert_weights(const ExpertWeights<TW>& w, const char* what) {
+    require<ShapeError>(w.data != nullptr && w.experts >= 1 && w.k >= 1 && w.n >= 1, "grouped GEMM: ", what,
+                        " weights are missing or empty");
+    require<ShapeError>(w.row_stride() >= w.n && w.stride() >= static_cast<index_t>(w.k - 1) * w.row_stride() + w.n,
+                        "grouped GEMM: ", what, " strides (", w.row_stride(), ", ", w.stride(),
+                        ") overlap rows or experts of [", w.k, ", ", w.n, "]");
+}
+}  // namespace detail
+
+/// act[i, :] = SiLU(x[src[i]] . gate[e]) * (x[src[i]] . up[e]) for the sorted
+/// positions i < dispatch.count() of each expert e, src = dispatch.sources().
+/// x: [tokens, K] in original order; act: [count, N] in sorted order (count =
+/// tokens x routes).
+template <class TA, class TW, class TO>
+void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, ExpertWeights<TW> gate,
+                    ExpertWeights<TW> up, StridedMatrix<TO> act, cudaStream_t stream,
+                    GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
+    x.validate("grouped_swiglu input");
+    act.validate("grouped_swiglu output");
+    const int count = dispatch.count();
+    require<ShapeError>(gate.experts == dispatch.experts() && up.experts == gate.experts && up.k == gate.k &&
+                            up.n == gate.n,
+                        "grouped_swiglu: gate [", gate.experts, ", ", gate.k, ", ", gate.n, "] and up [", up.experts,
+                        ", ", up.k, ", ", up.n, "] must agree with each other and with ", dispatch.experts(),
+                        " experts");
+    require<ShapeError>(x.rows == dispatch.tokens() && x.cols == gate.k, "grouped_swiglu: input is [", x.rows, ", ",
+                        x.cols, "], expected [", dispatch.tokens(), ", ", gate.k, "]");
+    require<ShapeError>(act.rows == count && act.cols == gate.n, "grouped_swiglu: output is [", act.rows, ", ", act.cols,
+                        "], expected [", count, ", ", gate.n, "]");
+    detail::check_expert_weights(gate, "gate");
+    detail::check_expert_weights(up, "up");
+    require<ShapeError>(up.row_stride() == gate.row_stride() && up.stride() == gate.stride(),
+                        "grouped_swiglu: gate and up weights must share their strides");
+    kernels::GroupedGemmArgs<TA, TW, TO> a{x.data,   x.ld,    dispatch.sources(),     dispatch.offsets(),
+                                           gate.experts, gate.data, up.data,          gate.k,
+                                           gate.n,   gate.row_stride(), gate.stride(), act.data,
+                                           act.ld,   nullptr, nullptr,                false};
+    detail::launch_grouped<TA, TW, TO, true>(a, count, kernel, stream);
+}
+
+/// y[perm[i], :] = (accumulate ? y[perm[i], :] : 0) + scale[perm[i]] * (act[i] . down[e])
+/// for the sorted positions i of each expert e. act: [count, K] in sorted order;
+/// y: [count, N] in pair order (with one route, the tokens' order); row_scale
+/// ([count], device) may be null.
+template <class TA, class TW, class TO>
+void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA> act, ExpertWeights<TW> down,
+                         StridedMatrix<TO> y, bool accumulate, const float* row_scale, cudaStream_t stream,
+                         GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
+    act.validate("grouped_scatter_add input");
+    y.validate("grouped_scatter_add output");
+    const int count = dispatch.count();
+    require<ShapeError>(down.experts == dispatch.experts(), "grouped_scatter_add: ", down.experts,
+                        " expert weights for ", dispatch.experts(), " experts");
+    require<ShapeError>(act.rows == count && act.cols == down.k, "grouped_scatter_add: input is [", act.rows, ", ",
+                        act.cols, "], expected [", count, ", ", down.k, "]");
+    require<ShapeError>(y.rows == count && y.cols == down.n, "grouped_scatter_add: output is [", y.rows, ", ", y.cols,
+                        "], expected [", count, ", ", down.n, "]");
+    detail::check_expert_weights(down, "down");
+    kernels::GroupedGemmArgs<TA, TW, TO> a{act.data,  act.ld,           nullptr,       dispatch.offsets(),
+                                           down.experts, down.data,     nullptr,       down.k,
+                                           down.n,    down.row_stride(), down.stride(), y.data,
+                                           y.ld,      dispatch.permutation(), row_scale, accumulate};
+    detail::launch_grouped<TA, TW, TO, false>(a, count, kernel, stream);
+}
+
+}  // namespace cpx::cuda

@@ -1,0 +1,260 @@
+#pragma once
+// The COMPLEXITY-DEEP decoder on the CPU (docs/MODELS.md §4-§8, §11):
+//   h = Emb[t];  mu = mu_init
+//   per layer: a = RMSNorm(h); h += Attn(a, mu); m = RMSNorm(h); h += MLP(m, t);
+//              mu = clamp(clamp(mu_param, 0, 2) + W_mu h, -2, 2)   (not after the last layer)
+//   logits = RMSNorm(h) . Emb^T
+// With `attention = AttentionKind::prism` in the configuration, Attn is PRISM's
+// pi-RoPE differential attention (cpu/layers/prism_attention.hpp) and there is no mu
+// (the configuration requires use_mu_guidance = false): the same decoder with
+// the other attention front end, chosen by template arguments alone.
+// A call runs a batch of sequences of any lengths, packed row after row, so
+// every projection is one GEMM over all tokens; attention runs per sequence,
+// either over the tokens of the call alone or appended to the sequence's
+// KV cache (prefill, chunked prefill at any offset, decode).
+//
+// A model object owns its weights and workspaces and is not for concurrent use
+// from several threads (each call is itself multi-threaded). Once a call of a
+// given size has run, calls no larger allocate nothing. Models are values: a
+// copy owns its own weights and workspaces (it holds no view into the source,
+// which may then be destroyed) and starts with no observers attached.
+//
+// Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed pack a
+// copy of the matrices (models/complexity/packs.hpp) and run prefill-sized
+// products on it, in bf16 with fp32 sums or in fp32 (cpu/runtime/compute.hpp,
+// docs/BF16.md), where the CPU has the instructions.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "cpx/config/complexity_config.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/config/prism_attention_shape.hpp"
+#include "cpx/cpu/kernels/attention_distance.hpp"
+#include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/layers/mu_gqa_attention.hpp"
+#include "cpx/cpu/layers/prism_attention.hpp"
+#include "cpx/cpu/kernels/row_norms.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+#include "cpx/models/complexity/cpu_views.hpp"
+#include "cpx/models/complexity/packs.hpp"
+#include "cpx/models/complexity/observers.hpp"
+#include "cpx/models/compute_choice.hpp"
+#include "cpx/models/complexity/weights.hpp"
+#include "cpx/models/kv_cache.hpp"
+#include "cpx/models/orthogonal_fill.hpp"
+#include "cpx/models/sequence_batch.hpp"
+#include "cpx/models/sequence_model.hpp"
+
+namespace cpx {
+
+namespace detail {
+/// The attention front end of a decoder: mu-guided GQA or PRISM's.
+template <class C, class W, class KV, bool Prism = C::attention == AttentionKind::prism>
+struct attention_layer_of {
+    using type = cpu::MuGqaAttention<C, W, KV>;
+};
+template <class C, class W, class KV>
+struct attention_layer_of<C, W, KV, true> {
+    using type = cpu::PrismAttention<PrismAttentionOf<C>, W, KV>;
+};
+}  // namespace detail
+
+template <ComplexityConfigType C, class W = float, class KV = float>
+class ComplexityModel : public SequenceModel<ComplexityModel<C, W, KV>, C, KVCache<C, KV>> {
+public:
+    using Config = C;
+    using Weights = ComplexityWeights<C, W>;
+    using Cache = KVCache<C, KV>;
+    using Tokens = TokenSpan;
+
+    explicit ComplexityModel(Weights weights, cpu::Compute compute = cpu::Compute::fp32)
+        : weights_(std::move(weights)), attention_(make_attention()) {
+        if constexpr (C::mlp == MlpKind::token_routed)
+            for (int l = 0; l < C::layers; ++l) (void)weights_.routing(l);  // validates every table once
+        set_compute(compute);
+    }
+
+    const Weights& weights() const { return weights_; }
+
+    // ---- arithmetic
+
+    /// fp32 (stored weights), fp32_packed (fp32 on packed panels: 4 bytes per matrix
+    /// element more) or bf16 (bf16 products with fp32 sums: 2 bytes more), packed once
+    /// here. A choice whose kernels this CPU lacks runs fp32 (compute_runs() says).
+    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    /// The arithmetic chosen.
+    cpu::Compute compute() const { return compute_.compute(); }
+    /// The arithmetic that runs on this machine.
+    cpu::Compute compute_runs() const { return compute_.runs(); }
+    /// The bf16 kernels in use: none when the products run in fp32.
+    cpu::Bf16Level bf16_level() const { return compute_.level(); }
+    /// Bytes of the packed copies (0 with plain fp32 arithmetic).
+    std::size_t packed_bytes() const { return compute_.bytes(); }
+
+    // ---- observers
+
+    void attach(ExpertLoad<C>& load) { expert_load_ = &load; }
+    void attach(MuContributions<C>& mu)
+        requires(C::use_mu)
+    {
+        mu_contributions_ = &mu;
+    }
+    /// PRISM attention: every layer's mean attention distance per physical head
+    /// (signal heads 0..H-1, noise heads H..2H-1).
+    void attach(cpu::AttentionDistance& distance)
+        requires(C::attention == AttentionKind::prism)
+    {
+        require<ShapeError>(distance.layers() == C::layers && distance.heads() == 2 * C::heads,
+                            "the attention-distance table must be ", C::layers, " layers x ", 2 * C::heads,
+                            " heads, it is ", distance.layers(), " x ", distance.heads());
+        distance_ = &distance;
+    }
+    void detach_observers() { expert_load_ = nullptr, mu_contributions_ = nullptr, distance_ = nullptr; }
+
+    // ---- sizes
+
+    /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
+    /// sequences attending to up to `max_keys` positions.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        attention_.reserve(rows, sequences, max_keys);
+        if constexpr (C::mlp == MlpKind::dense_swiglu) mlp_.reserve(rows, C::expert_width);
+        else mlp_.reserve(rows);
+        grow(h_, static_cast<std::size_t>(rows * C::hidden));
+        grow(x_, static_cast<std::size_t>(rows * input_width));
+        grow(m_, static_cast<std::size_t>(rows * C::hidden));
+        grow(final_, static_cast<std::size_t>(rows * C::hidden));
+        tokens_.reserve(static_cast<std::size_t>(rows));
+        rows_.reserve(static_cast<std::size_t>(sequences));
+    }
+
+    // ---- calls: forward, extend, decode, logits_rows (models/sequence_model.hpp)
+
+private:
+    static constexpr int input_width = Weights::input_width;
+    using Mlp = std::conditional_t<
+        C::mlp == MlpKind::token_routed, cpu::TokenRoutedMlp<C, W>,
+        std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
+
+    friend SequenceModel<ComplexityModel, C, Cache>;
+
+    /// One validated call (SequenceModel::run_).
+    void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+                      const cpu::RowBlock<float>& logits, CallSize size) {
+        const index_t n = size.rows;
+        reserve(n, size.sequences, size.max_keys);
+
+        const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
+        tokens_.clear();
+        for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
+        const cpu::RowBlock<float> h = cpu::block_in(h_, n, C::hidden);
+        const cpu::RowBlock<float> x = cpu::block_in(x_, n, input_width);
+        const cpu::RowBlock<float> m = cpu::block_in(m_, n, C::hidden);
+        embed(h);
+        if constexpr (C::use_mu)
+            for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
+
+        for (int l = 0; l < C::layers; ++l) {
+            describe_sequences(batch, caches, l, rows_);
+            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
+            auto attention = weights_.attention(l);
+            if (packs) packs->attach_attention(l, attention);
+            if constexpr (C::attention == AttentionKind::prism) {
+                if (distance_)
+                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate, distance_->layer(l));
+                else
+                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate);
+            } else {
+                cpu::MuContribution* mu_obs = nullptr;
+                if constexpr (C::use_mu)
+                    if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
+                attention_.forward(attention, x, rows_, h, mu_obs);
+            }
+            cpu::rmsnorm_rows(h, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
+            std::span<index_t> counts;
+            if constexpr (C::routed)
+                if (expert_load_) counts = expert_load_->tokens[l];
+            auto mlp = mlp_weights(l);
+            if (packs) packs->attach_mlp(l, mlp);
+            if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens_, routing(l), h, counts);
+            else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, h, counts);
+            else mlp_.forward(mlp, m, h);
+            if constexpr (C::use_mu)
+                if (l + 1 < C::layers) {
+                    auto mu = weights_.mu_guidance(l);
+                    if (packs) packs->attach_mu_guidance(l, mu);
+                    cpu::next_mu<C, W>(mu, h, x.sub_cols(C::hidden, C::hidden), scratch_);
+                }
+        }
+        for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
+        head(batch, at, h, logits);
+    }
+
+    void embed(const cpu::RowBlock<float>& h) const {
+        const W* table = weights_.embed_tokens.data();
+#pragma omp parallel for schedule(static) if (h.rows * C::hidden > 65536)
+        for (index_t r = 0; r < h.rows; ++r) {
+            const W* e = table + tokens_[static_cast<std::size_t>(r)] * C::hidden;
+            float* dst = h.row(r);
+            for (int i = 0; i < C::hidden; ++i) dst[i] = to_float(e[i]);
+        }
+    }
+
+    void head(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& h,
+              const cpu::RowBlock<float>& logits) {
+        if (at == LogitsAt::none) return;
+        cpu::RowBlock<const float> selected = h;
+        if (at == LogitsAt::last) {
+            const cpu::RowBlock<float> last = cpu::block_in(final_, static_cast<index_t>(batch.size()), C::hidden);
+            index_t end = 0;
+            for (std::size_t s = 0; s < batch.size(); ++s) {
+                end += static_cast<index_t>(batch[s].size());
+                std::copy_n(h.row(end - 1), C::hidden, last.row(static_cast<index_t>(s)));
+            }
+            selected = last;
+        }
+        const cpu::RowBlock<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
+        cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
+        const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
+        cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,
+                       cpu::Write::overwrite, scratch_, packs ? packs->head() : nullptr);
+    }
+
+    auto mlp_weights(int l) const {
+        if constexpr (C::mlp == MlpKind::token_routed) return weights_.token_routed_mlp(l);
+        else if constexpr (C::mlp == MlpKind::learned_router) return weights_.learned_router_mlp(l);
+        else return weights_.dense_mlp(l);
+    }
+
+    using Attention = typename detail::attention_layer_of<C, W, KV>::type;
+    static Attention make_attention() {
+        if constexpr (C::attention == AttentionKind::prism) return Attention(C::max_positions);
+        else return Attention();
+    }
+
+    /// Layer l's table, validated by the constructor (the weights are not
+    /// mutable through the model). A view made per call, never stored, so
+    /// that copies and moves of the model cannot point at another's table.
+    TopKRouting routing(int l) const
+        requires(C::mlp == MlpKind::token_routed)
+    {
+        return TopKRouting::prevalidated(weights_.layers[static_cast<std::size_t>(l)].routes, C::top_k, C::experts);
+    }
+
+    Weights weights_;
+    ComputeChoice<ComplexityPacks<C, W>> compute_;
+    Attention attention_;
+    Mlp mlp_;
+    cpu::LinearScratch scratch_;
+    cpu::AlignedVector<float> h_, x_, m_, final_;
+    std::vector<std::int64_t> tokens_;
+    std::vector<cpu::SequenceRows<KV>> rows_;
+    ObserverPtr<ExpertLoad<C>> expert_load_;
+    ObserverPtr<MuContributions<C>> mu_contributions_;
+    ObserverPtr<cpu::AttentionDistance> distance_;
+};
+
+}  // namespace cpx

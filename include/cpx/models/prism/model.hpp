@@ -1,0 +1,182 @@
+#pragma once
+// The GPT-2-style PRISM model of the reference code on the CPU
+// (docs/MODELS.md §16):
+//     x = wte[token] + wpe[position]
+//     per block: x += PrismAttention(LN_1(x));  x += MLP(LN_2(x))
+//     logits = LN_f(x) wte^T                     (lm_head tied to wte)
+// Its calls are those of the COMPLEXITY-DEEP model (models/sequence_batch.hpp,
+// models/kv_cache.hpp): a batch of sequences of any lengths, packed row after
+// row so every product is one GEMM over all tokens, each sequence either on
+// its own (from position 0) or appended to its KV cache (prefill, chunked
+// prefill, decode). Generation and sampling work on either model.
+//
+// A model object owns its weights and workspaces and is not for concurrent use
+// from several threads (each call is itself multi-threaded). Models are
+// values: a copy owns its own weights and workspaces and starts with no
+// observers attached.
+//
+// Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed run
+// prefill-sized products on packed copies of the matrices
+// (models/prism/packs.hpp, docs/BF16.md), rebuilt after mutable access to the
+// weights.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cpx/config/prism_attention_shape.hpp"
+#include "cpx/config/prism_config.hpp"
+#include "cpx/core/error.hpp"
+#include "cpx/cpu/kernels/attention_distance.hpp"
+#include "cpx/cpu/layers/gelu_mlp.hpp"
+#include "cpx/cpu/layers/layernorm.hpp"
+#include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/layers/prism_attention.hpp"
+#include "cpx/models/compute_choice.hpp"
+#include "cpx/models/prism/packs.hpp"
+#include "cpx/cpu/layers/sequence_rows.hpp"
+#include "cpx/cpu/runtime/workspace.hpp"
+#include "cpx/models/complexity/observers.hpp"
+#include "cpx/models/kv_cache.hpp"
+#include "cpx/models/orthogonal_fill.hpp"
+#include "cpx/models/prism/weights.hpp"
+#include "cpx/models/sequence_batch.hpp"
+#include "cpx/models/sequence_model.hpp"
+
+namespace cpx {
+
+/// The model with matrices stored as W and keys/values cached as KV (each
+/// float or bf16; arithmetic is fp32), like ComplexityModel<C, W, KV>.
+template <PrismConfigType C, class W = float, class KV = float>
+class PrismModel : public SequenceModel<PrismModel<C, W, KV>, C, KVCache<C, KV>> {
+public:
+    using Config = C;
+    using Weights = PrismWeights<C, W>;
+    using Cache = KVCache<C, KV>;
+    using Tokens = TokenSpan;
+    using Attention = PrismAttentionOf<C>;
+
+    explicit PrismModel(Weights weights, cpu::Compute compute = cpu::Compute::fp32)
+        : weights_(std::move(weights)), attention_(C::max_positions) {
+        set_compute(compute);
+    }
+
+    const Weights& weights() const { return weights_; }
+    /// Mutable access, e.g. to set each layer's lambda along a training-time schedule
+    /// (with packed arithmetic, the packed copies are rebuilt before the next call).
+    Weights& weights() {
+        compute_.invalidate();
+        return weights_;
+    }
+
+    // ---- arithmetic: as ComplexityModel's
+
+    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    cpu::Compute compute() const { return compute_.compute(); }
+    cpu::Compute compute_runs() const { return compute_.runs(); }
+    cpu::Bf16Level bf16_level() const { return compute_.level(); }
+    std::size_t packed_bytes() const { return compute_.bytes(); }
+
+    // ---- observers
+
+    /// Accumulates every layer's mean attention distance per physical head
+    /// (signal heads 0..H-1, noise heads H..2H-1) over the calls that follow.
+    void attach(cpu::AttentionDistance& distance) {
+        require<ShapeError>(distance.layers() == C::layers && distance.heads() == 2 * C::heads,
+                            "PRISM: the attention-distance table must be ", C::layers, " layers x ", 2 * C::heads,
+                            " heads, it is ", distance.layers(), " x ", distance.heads());
+        distance_ = &distance;
+    }
+    void detach_observers() { distance_ = nullptr; }
+
+    // ---- sizes
+
+    /// Sizes the workspaces for calls of up to `rows` tokens in `sequences`
+    /// sequences attending to up to `max_keys` positions.
+    void reserve(index_t rows, index_t sequences, index_t max_keys) {
+        attention_.reserve(rows, sequences, max_keys);
+        cpu::grow(x_, static_cast<std::size_t>(rows * C::hidden));
+        cpu::grow(normed_, static_cast<std::size_t>(rows * C::hidden));
+        cpu::grow(hidden_, static_cast<std::size_t>(rows * C::mlp_width));
+        rows_.reserve(static_cast<std::size_t>(sequences));
+    }
+
+    // ---- calls: forward, extend, decode, logits_rows (models/sequence_model.hpp)
+
+private:
+    friend SequenceModel<PrismModel, C, Cache>;
+
+    /// One validated call (SequenceModel::run_).
+    void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
+                      const cpu::RowBlock<float>& logits, CallSize size) {
+        const index_t n = size.rows;
+        reserve(n, size.sequences, size.max_keys);
+
+        const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
+        const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
+        embed(batch, caches, x);
+        const PrismPacks<C, W>* packs = compute_.packs(weights_);
+        for (int l = 0; l < C::layers; ++l) {
+            const auto& w = weights_.layers[static_cast<std::size_t>(l)];
+            auto attention = cpu_attention_view(w);
+            auto mlp = cpu_mlp_view(w);
+            if (packs) packs->attach(l, attention), packs->attach(l, mlp);
+            describe_sequences(batch, caches, l, rows_);
+            cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
+            if (distance_)
+                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                                   cpu::Write::accumulate, distance_->layer(l));
+            else
+                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
+                                   cpu::Write::accumulate);
+            cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
+            cpu::gelu_mlp(normed, mlp, hidden, x, scratch_, cpu::Write::accumulate);
+        }
+        for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
+        head(batch, at, x, logits);
+    }
+
+    void embed(std::span<const Tokens> batch, std::span<Cache* const> caches, Matrix<float> x) const {
+        index_t row = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            const index_t offset = caches.empty() ? 0 : caches[s]->length();
+            for (std::size_t i = 0; i < batch[s].size(); ++i, ++row) {
+                const W* te = weights_.wte.data() + batch[s][i] * C::hidden;
+                const W* pe = weights_.wpe.data() + (offset + static_cast<index_t>(i)) * C::hidden;
+                float* xr = x.data() + row * C::hidden;
+                for (int c = 0; c < C::hidden; ++c) xr[c] = to_float(te[c]) + to_float(pe[c]);
+            }
+        }
+    }
+
+    /// LN_f and the tied head on the rows that get logits.
+    void head(std::span<const Tokens> batch, LogitsAt at, Matrix<float> x, const cpu::RowBlock<float>& logits) {
+        if (at == LogitsAt::none) return;
+        Matrix<float> rows = x;
+        if (at == LogitsAt::last) {
+            // Each sequence's last row moves to the front; rows only move up, so none is overwritten early.
+            index_t end = 0;
+            for (std::size_t s = 0; s < batch.size(); ++s) {
+                end += static_cast<index_t>(batch[s].size());
+                if (end - 1 != static_cast<index_t>(s))
+                    std::copy_n(x.data() + (end - 1) * C::hidden, C::hidden, x.data() + s * C::hidden);
+            }
+            rows = x.rows(0, static_cast<index_t>(batch.size()));
+        }
+        cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
+        const PrismPacks<C, W>* packs = compute_.packs(weights_);
+        cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
+                       logits, cpu::Write::overwrite, scratch_, packs ? packs->head() : nullptr);
+    }
+
+    Weights weights_;
+    ComputeChoice<PrismPacks<C, W>> compute_;
+    cpu::PrismAttention<Attention, W, KV> attention_;
+    cpu::LinearScratch scratch_;
+    cpu::AlignedVector<float> x_, normed_, hidden_;
+    std::vector<cpu::SequenceRows<KV>> rows_;
+    ObserverPtr<cpu::AttentionDistance> distance_;
+};
+
+}  // namespace cpx
