@@ -159,7 +159,7 @@ void masked_dispatch(const std::string& name, index_t tokens, int threads) {
             for (int e = 0; e < C::experts; ++e) {
                 cpu::matmul<float>(xs, experts.gate_up_of(e), h, cpu::Write::overwrite, scratch);
                 cpu::swiglu_inplace(h, ie);
-                cpu::matmul<float>(cpu::RowBlock<const float>(h.sub_cols(0, ie)), experts.down_of(e), y,
+                cpu::matmul<float>(StridedMatrix<const float>(h.columns(0, ie)), experts.down_of(e), y,
                                    cpu::Write::overwrite, scratch);
                 for (index_t r = 0; r < tokens; ++r)
                     mask[static_cast<std::size_t>(r)] = routing.expert_of(ids[static_cast<std::size_t>(r)]) == e ? 1.0f : 0.0f;

@@ -62,7 +62,7 @@ struct CacheBatch {
         for (index_t b = 0; b < batch; ++b) caches.emplace_back(capacity);
         for (auto& c : caches) pointers.push_back(&c);
     }
-    cpu::RowBlock<float> logit_rows(index_t vocab) {
+    StridedMatrix<float> logit_rows(index_t vocab) {
         return cpu::rows_of(logits.data(), static_cast<index_t>(caches.size()), vocab);
     }
 };

@@ -21,7 +21,7 @@ namespace cpx_example {
 struct DeviceCalls {
     virtual ~DeviceCalls() = default;
     virtual void call(std::span<const cpx::TokenSpan> batch, std::span<cpx::SlotCache* const> caches,
-                      cpx::LogitsAt at, const cpx::cpu::RowBlock<float>& logits) = 0;
+                      cpx::LogitsAt at, const cpx::StridedMatrix<float>& logits) = 0;
     /// The device, in words (for the run report).
     virtual std::string device() const = 0;
 };
@@ -40,7 +40,7 @@ public:
 private:
     friend cpx::SequenceModel<DeviceModel, C, cpx::SlotCache>;
     void forward_pass(std::span<const cpx::TokenSpan> batch, std::span<Cache* const> caches, cpx::LogitsAt at,
-                      const cpx::cpu::RowBlock<float>& logits, cpx::CallSize) {
+                      const cpx::StridedMatrix<float>& logits, cpx::CallSize) {
         calls_->call(batch, caches, at, logits);
     }
     std::unique_ptr<DeviceCalls> calls_;

@@ -43,7 +43,7 @@ public:
     explicit CudaCalls(const typename Family<Config, W>::Weights& weights) : model_(weights, 1, max_rows) {}
 
     void call(std::span<const cpx::TokenSpan> batch, std::span<cpx::SlotCache* const> caches, cpx::LogitsAt at,
-              const cpx::cpu::RowBlock<float>& logits) override {
+              const cpx::StridedMatrix<float>& logits) override {
         if (caches.empty()) model_.forward(batch, at, logits);
         else model_.extend(caches, batch, at, logits);
     }

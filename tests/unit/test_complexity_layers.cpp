@@ -134,7 +134,7 @@ TEST_CASE("sparse expert dispatch equals running every expert on every row and m
         cpu::matmul<float>(cpu::rows_of<const float>(x.data(), N, C::hidden), w.experts(0).gate_up_of(e),
                            cpu::rows_of(h.data(), N, 2 * C::expert_width), cpu::Write::overwrite, scratch);
         cpu::swiglu_inplace(cpu::rows_of(h.data(), N, 2 * C::expert_width), C::expert_width);
-        cpu::matmul<float>(cpu::RowBlock<const float>{h.data(), N, C::expert_width, 2 * C::expert_width},
+        cpu::matmul<float>(StridedMatrix<const float>{h.data(), N, C::expert_width, 2 * C::expert_width},
                            w.experts(0).down_of(e), cpu::rows_of(y.data(), N, C::hidden), cpu::Write::overwrite,
                            scratch);
         for (int r = 0; r < N; ++r)

@@ -141,8 +141,8 @@ TEST_CASE("bf16 product: strided input and output; columns beside the output are
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
     std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
     cpu::Bf16Scratch scratch;
-    cpu::gemm_bf16(cpu::RowBlock<const float>{xw.data() + 3, m, k, x_stride}, packed,
-                   cpu::RowBlock<float>{y.data() + y_offset, m, n, y_stride}, false, scratch);
+    cpu::gemm_bf16(StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                   StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false, scratch);
     check_against_references(x, w, y, m, k, n, y_stride, y_offset, nullptr);
     int touched = 0;
     for (int r = 0; r < m; ++r)

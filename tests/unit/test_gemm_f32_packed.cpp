@@ -92,8 +92,8 @@ TEST_CASE("packed fp32 product: strided input and output; columns beside the out
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 19, 0.05f);
     const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
     std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
-    cpu::gemm_f32_packed(cpu::RowBlock<const float>{xw.data() + 3, m, k, x_stride}, packed,
-                         cpu::RowBlock<float>{y.data() + y_offset, m, n, y_stride}, false);
+    cpu::gemm_f32_packed(StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                         StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false);
     check_exact(x, w, y, m, k, n, y_stride, y_offset, nullptr);
     int touched = 0;
     for (int r = 0; r < m; ++r)

@@ -120,8 +120,8 @@ TEST_CASE("accumulating products add to strided sub-blocks and leave other colum
     }
     const auto before = yb;
     cpu::LinearScratch scratch;
-    cpu::linear<float>(cpu::RowBlock<const float>{xb.data() + 4, rows, in, 50}, Matrix<const float>(w.data(), out, in),
-                       cpu::RowBlock<float>{yb.data() + 10, rows, out, 60}, cpu::Write::accumulate, scratch);
+    cpu::linear<float>(StridedMatrix<const float>{xb.data() + 4, rows, in, 50}, Matrix<const float>(w.data(), out, in),
+                       StridedMatrix<float>{yb.data() + 10, rows, out, 60}, cpu::Write::accumulate, scratch);
     auto want = reference(x, rows, in, out, [&](int o, int i) { return double(w[o * in + i]); }, &y0);
     std::vector<float> got(rows * out);
     for (int m = 0; m < rows; ++m)

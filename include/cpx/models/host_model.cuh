@@ -68,7 +68,7 @@ private:
     friend SequenceModel<HostModel, Config, SlotCache>;
 
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-                      const cpu::RowBlock<float>& logits, CallSize) {
+                      const StridedMatrix<float>& logits, CallSize) {
         const int B = static_cast<int>(batch.size());
         require<InputError>(B <= model_.max_batch(), "the GPU model was built for ", model_.max_batch(),
                             " sequences per call; this call has ", B);
@@ -134,10 +134,10 @@ private:
     }
 
     /// Enqueues the copy of `rows` device logits rows from row `from` into the caller's rows from `to`.
-    void download_rows_(const cpu::RowBlock<float>& logits, std::size_t to, std::size_t from, std::size_t rows) {
+    void download_rows_(const StridedMatrix<float>& logits, std::size_t to, std::size_t from, std::size_t rows) {
         constexpr std::size_t row_bytes = Config::vocab * sizeof(float);
         CPX_CUDA_CHECK(cudaMemcpy2DAsync(logits.row(static_cast<index_t>(to)),
-                                         static_cast<std::size_t>(logits.stride) * sizeof(float),
+                                         static_cast<std::size_t>(logits.ld) * sizeof(float),
                                          logits_.data() + from * Config::vocab, row_bytes, row_bytes, rows,
                                          cudaMemcpyDeviceToHost, stream_));
     }

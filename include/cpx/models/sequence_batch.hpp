@@ -37,7 +37,7 @@ inline index_t logits_rows(std::span<const TokenSpan> batch, LogitsAt at) {
 /// each cache's capacity; then the logits block against the call's rows.
 template <class Cache>
 void validate_sequence_batch(std::span<const TokenSpan> batch, std::span<Cache* const> caches, LogitsAt at,
-                             const cpu::RowBlock<float>& logits, index_t vocab, index_t max_positions,
+                             const StridedMatrix<float>& logits, index_t vocab, index_t max_positions,
                              const char* context_name) {
     for (std::size_t s = 0; s < batch.size(); ++s) {
         const TokenSpan& t = batch[s];

@@ -10,7 +10,7 @@
 //   class MyModel : public SequenceModel<MyModel, Config, Cache> {
 //       friend SequenceModel<MyModel, Config, Cache>;
 //       void forward_pass(std::span<const TokenSpan>, std::span<Cache* const>, LogitsAt,
-//                         const cpu::RowBlock<float>&, CallSize);
+//                         const StridedMatrix<float>&, CallSize);
 //   };
 
 #include <algorithm>
@@ -65,7 +65,7 @@ public:
 
     /// Logits of a batch of independent sequences, each starting at position 0.
     /// logits: [logits_rows(batch, at), vocab].
-    void forward(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& logits) {
+    void forward(std::span<const Tokens> batch, LogitsAt at, const StridedMatrix<float>& logits) {
         run_(batch, std::span<Cache* const>{}, at, logits);
     }
 
@@ -83,13 +83,13 @@ public:
     /// empty, chunked prefill otherwise, decode for one token) and returns the
     /// logits of the new positions.
     void extend(std::span<Cache* const> caches, std::span<const Tokens> batch, LogitsAt at,
-                const cpu::RowBlock<float>& logits) {
+                const StridedMatrix<float>& logits) {
         require<InputError>(caches.size() == batch.size(), "extend: ", caches.size(), " caches for ", batch.size(),
                             " sequences");
         run_(batch, caches, at, logits);
     }
 
-    void extend(Cache& cache, Tokens tokens, LogitsAt at, const cpu::RowBlock<float>& logits) {
+    void extend(Cache& cache, Tokens tokens, LogitsAt at, const StridedMatrix<float>& logits) {
         Cache* caches[] = {&cache};
         const Tokens batch[] = {tokens};
         extend(caches, batch, at, logits);
@@ -97,7 +97,7 @@ public:
 
     /// One decode step for each sequence: next[i] appended to caches[i];
     /// logits: [caches.size(), vocab].
-    void decode(std::span<Cache* const> caches, Tokens next, const cpu::RowBlock<float>& logits) {
+    void decode(std::span<Cache* const> caches, Tokens next, const StridedMatrix<float>& logits) {
         require<InputError>(caches.size() == next.size(), "decode: ", next.size(), " tokens for ", caches.size(),
                             " caches");
         steps_.resize(next.size());
@@ -107,7 +107,7 @@ public:
 
 private:
     void run_(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-              const cpu::RowBlock<float>& logits) {
+              const StridedMatrix<float>& logits) {
         validate_sequence_batch<Cache>(batch, caches, at, logits, C::vocab, C::max_positions,
                                        KVCacheShape<C>::context_name);
         CallSize size;

@@ -68,7 +68,7 @@ inline constexpr index_t block_pairs = 128;  // a panel's block: 64 columns x 2 
 /// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
 /// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
 /// `level` is none or not available on this machine.
-inline void gemm_bf16(const RowBlock<const float>& x, PackedPanelsView<bf16> b, const RowBlock<float>& y,
+inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
                       bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
     using namespace gemm_bf16_detail;
     require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
@@ -102,7 +102,7 @@ inline void gemm_bf16(const RowBlock<const float>& x, PackedPanelsView<bf16> b, 
         panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
                                  [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
                                      k::tile_rows_n(rows, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
-                                                    y.row(r) + p * packed_panel_cols, y.stride,
+                                                    y.row(r) + p * packed_panel_cols, y.ld,
                                                     std::min(packed_panel_cols, n - p * packed_panel_cols),
                                                     accumulate || !first_block);
                                  });

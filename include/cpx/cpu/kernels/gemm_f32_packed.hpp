@@ -33,7 +33,7 @@ inline bool gemm_f32_packed_available() {
 /// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
 /// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
 /// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
-inline void gemm_f32_packed(const RowBlock<const float>& x, PackedPanelsView<float> b, const RowBlock<float>& y,
+inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsView<float> b, const StridedMatrix<float>& y,
                             bool accumulate, int max_team = 0) {
     require<ShapeError>(x.cols == b.inputs(), "gemm_f32_packed: input rows have ", x.cols,
                         " features, the weight expects ", b.inputs());
@@ -56,8 +56,8 @@ inline void gemm_f32_packed(const RowBlock<const float>& x, PackedPanelsView<flo
 #pragma omp parallel num_threads(threads) if (threads > 1)
     panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth, k::tile_rows,
                              [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
-                                 k::tile_rows_n(rows, x.row(r) + g, x.stride, b.panel(p, g), gn,
-                                                y.row(r) + p * packed_panel_cols, y.stride,
+                                 k::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn,
+                                                y.row(r) + p * packed_panel_cols, y.ld,
                                                 std::min(packed_panel_cols, n - p * packed_panel_cols),
                                                 accumulate || !first_block);
                              });

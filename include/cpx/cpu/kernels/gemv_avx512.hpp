@@ -61,8 +61,8 @@ void in_row_groups(index_t rows, Block&& block) {
 
 /// G input rows from m0 against weight rows [o, o + rows_here), rows_here <= 4.
 template <int G>
-void gemv_block_nt_f32(const RowBlock<const float>& x, index_t m0, const float* const* wr, int rows_here,
-                       const RowBlock<float>& y, index_t o, bool accumulate, bool prefetch) {
+void gemv_block_nt_f32(const StridedMatrix<const float>& x, index_t m0, const float* const* wr, int rows_here,
+                       const StridedMatrix<float>& y, index_t o, bool accumulate, bool prefetch) {
     constexpr int R = 4;
     const index_t in = x.cols, body = in / 16 * 16;
     const float* xr[G];
@@ -93,12 +93,12 @@ void gemv_block_nt_f32(const RowBlock<const float>& x, index_t m0, const float* 
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 rows.
-inline void gemv_rows_nt_f32(const RowBlock<const float>& x, const RowBlock<const float>& w,
-                             const RowBlock<float>& y, index_t o0, index_t o1, bool accumulate) {
+inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w,
+                             const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const float* wr[4];  // a short last block repeats its last row; those sums are not stored
-        for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.stride;
+        for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.ld;
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
             detail::gemv_block_nt_f32<decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0);
         });
@@ -109,8 +109,8 @@ namespace detail {
 /// G input rows from m0 against columns [j0, j0 + cols) of an input-major fp32
 /// weight, cols <= 64: 4G accumulators over the whole input dimension.
 template <int G>
-void gemv_block_nn_f32(const RowBlock<const float>& x, index_t m0, const RowBlock<const float>& w, index_t j0,
-                       int cols, const RowBlock<float>& y, bool accumulate, bool prefetch) {
+void gemv_block_nn_f32(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const float>& w, index_t j0,
+                       int cols, const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
     constexpr int NB = 4;
     __mmask16 mask[NB];
     for (int k = 0; k < NB; ++k) {
@@ -122,9 +122,9 @@ void gemv_block_nn_f32(const RowBlock<const float>& x, index_t m0, const RowBloc
     __m512 acc[G][NB];
     for (auto& a : acc)
         for (auto& v : a) v = _mm512_setzero_ps();
-    const index_t ahead = 8 * w.stride;  // eight weight rows ahead: the strip is strided in memory
+    const index_t ahead = 8 * w.ld;  // eight weight rows ahead: the strip is strided in memory
     for (index_t i = 0; i < w.rows; ++i) {
-        const float* wr = w.data + i * w.stride + j0;
+        const float* wr = w.data + i * w.ld + j0;
         if (prefetch && i + 8 < w.rows)
             for (int k = 0; k < NB; ++k) _mm_prefetch(reinterpret_cast<const char*>(wr + ahead + 16 * k), _MM_HINT_T0);
         __m512 wv[NB];
@@ -146,7 +146,7 @@ void gemv_block_nn_f32(const RowBlock<const float>& x, index_t m0, const RowBloc
 }  // namespace detail
 
 /// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 rows.
-inline void gemv_rows_nn_f32(const RowBlock<const float>& x, const RowBlock<const float>& w, const RowBlock<float>& y,
+inline void gemv_rows_nn_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w, const StridedMatrix<float>& y,
                              index_t o0, index_t o1, bool accumulate) {
     for (index_t j0 = o0; j0 < o1; j0 += 64) {
         const int cols = static_cast<int>(std::min<index_t>(64, o1 - j0));
@@ -159,13 +159,13 @@ inline void gemv_rows_nn_f32(const RowBlock<const float>& x, const RowBlock<cons
 namespace detail {
 /// Every input row against weight rows [o, o + R) (bf16): R read streams, 2R accumulators.
 template <int R>
-void gemv_block_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w, const RowBlock<float>& y,
+void gemv_block_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w, const StridedMatrix<float>& y,
                         index_t o, bool accumulate) {
     const index_t in = x.cols, body = in / 32 * 32;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const std::uint16_t* rows[R];
-    for (int k = 0; k < R; ++k) rows[k] = &w.data[(o + k) * w.stride].bits;
+    for (int k = 0; k < R; ++k) rows[k] = &w.data[(o + k) * w.ld].bits;
     for (index_t m = 0; m < x.rows; ++m) {
         const float* xr = x.row(m);
         __m512 acc[R][2];
@@ -182,7 +182,7 @@ void gemv_block_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf1
         }
         float* yr = y.row(m) + o;
         for (int k = 0; k < R; ++k) {
-            const bf16* wr = w.data + (o + k) * w.stride;
+            const bf16* wr = w.data + (o + k) * w.ld;
             float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[k][0], acc[k][1]));
             for (index_t i = body; i < in; ++i) s += xr[i] * to_float(wr[i]);
             yr[k] = accumulate ? yr[k] + s : s;
@@ -192,8 +192,8 @@ void gemv_block_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf1
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] bf16 rows.
-inline void gemv_rows_nt_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w,
-                              const RowBlock<float>& y, index_t o0, index_t o1, bool accumulate) {
+inline void gemv_rows_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
+                              const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     index_t o = o0;
     for (; o + 4 <= o1; o += 4) detail::gemv_block_nt_bf16<4>(x, w, y, o, accumulate);
     for (; o < o1; ++o) detail::gemv_block_nt_bf16<1>(x, w, y, o, accumulate);  // the last rows, one at a time
@@ -205,14 +205,14 @@ constexpr index_t nn_bf16_scratch(index_t rows, index_t n) { return rows * 2 * (
 /// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] bf16 rows, at
 /// most max_rows rows of x; acc: nn_bf16_scratch(x.rows, o1 - o0) floats.
 template <index_t max_rows>
-void gemv_rows_nn_bf16(const RowBlock<const float>& x, const RowBlock<const bf16>& w,
-                              const RowBlock<float>& y, index_t o0, index_t o1, bool accumulate, float* acc) {
+void gemv_rows_nn_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
+                              const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate, float* acc) {
     const index_t n = o1 - o0, pairs = n / 2, body = pairs / 16 * 16, rows = x.rows;
     const index_t half = pairs + 1;  // acc per x row: [evens | odds], pairs each (+1 pad)
     std::fill(acc, acc + rows * 2 * half, 0.0f);
     for (index_t i = 0; i < w.rows; ++i) {
-        const std::uint16_t* wr = &w.data[i * w.stride + o0].bits;
-        const std::uint16_t* ahead = wr + 8 * w.stride;
+        const std::uint16_t* wr = &w.data[i * w.ld + o0].bits;
+        const std::uint16_t* ahead = wr + 8 * w.ld;
         __m512 xi[max_rows];
         for (index_t m = 0; m < rows; ++m) xi[m] = _mm512_set1_ps(x.row(m)[i]);
         for (index_t j = 0; j < body; j += 16) {
@@ -246,7 +246,7 @@ void gemv_rows_nn_bf16(const RowBlock<const float>& x, const RowBlock<const bf16
         }
         if (n % 2) {  // an odd last column
             float s = 0.0f;
-            for (index_t i = 0; i < w.rows; ++i) s += xr[i] * to_float(w.data[i * w.stride + o1 - 1]);
+            for (index_t i = 0; i < w.rows; ++i) s += xr[i] * to_float(w.data[i * w.ld + o1 - 1]);
             yr[n - 1] = accumulate ? yr[n - 1] + s : s;
         }
     }

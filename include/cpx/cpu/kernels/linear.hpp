@@ -80,11 +80,11 @@ using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eig
 using ConstRowsMap = Eigen::Map<const RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
 using RowsMap = Eigen::Map<RowMajorMatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-inline ConstRowsMap eigen_rows(const RowBlock<const float>& b) {
-    return ConstRowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+inline ConstRowsMap eigen_rows(const StridedMatrix<const float>& b) {
+    return ConstRowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
 }
-inline RowsMap eigen_rows(const RowBlock<float>& b) {
-    return RowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+inline RowsMap eigen_rows(const StridedMatrix<float>& b) {
+    return RowsMap(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
 }
 
 template <class Lhs, class Rhs>
@@ -112,15 +112,15 @@ void widen(const W* src, index_t n, float* dst) {
 /// bytes of fp32, with no widened copy. Four output rows at a time give four
 /// independent accumulation chains; `omp simd` vectorises the reductions.
 template <class W>
-void gemv_rows_nt(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, index_t o0,
+void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
                   index_t o1, Write mode) {
     const index_t in = x.cols;
     index_t o = o0;
     for (; o + 4 <= o1; o += 4) {
-        const W* w0 = w.data + o * w.stride;
-        const W* w1 = w0 + w.stride;
-        const W* w2 = w1 + w.stride;
-        const W* w3 = w2 + w.stride;
+        const W* w0 = w.data + o * w.ld;
+        const W* w1 = w0 + w.ld;
+        const W* w2 = w1 + w.ld;
+        const W* w3 = w2 + w.ld;
         for (index_t m = 0; m < x.rows; ++m) {
             const float* xr = x.row(m);
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
@@ -137,7 +137,7 @@ void gemv_rows_nt(const RowBlock<const float>& x, const RowBlock<const W>& w, co
         }
     }
     for (; o < o1; ++o) {
-        const W* wr = w.data + o * w.stride;
+        const W* wr = w.data + o * w.ld;
         for (index_t m = 0; m < x.rows; ++m) {
             const float* xr = x.row(m);
             float a = 0.0f;
@@ -152,17 +152,17 @@ void gemv_rows_nt(const RowBlock<const float>& x, const RowBlock<const W>& w, co
 /// The input-major counterpart: y[m, o0:o1] (=|+=) sum_i x[m, i] * w[i, o0:o1],
 /// accumulated over the rows of w in a small fp32 block (acc: rows * (o1 - o0)).
 template <class W>
-void gemv_rows_nn(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, index_t o0,
+void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
                   index_t o1, Write mode, float* acc) {
     const index_t n = o1 - o0, rows = x.rows;
     std::fill(acc, acc + rows * n, 0.0f);
     index_t i = 0;
     // Four weight rows per pass: one load and store of the accumulators per four FMAs.
     for (; i + 4 <= w.rows; i += 4) {
-        const W* w0 = w.data + i * w.stride + o0;
-        const W* w1 = w0 + w.stride;
-        const W* w2 = w1 + w.stride;
-        const W* w3 = w2 + w.stride;
+        const W* w0 = w.data + i * w.ld + o0;
+        const W* w1 = w0 + w.ld;
+        const W* w2 = w1 + w.ld;
+        const W* w3 = w2 + w.ld;
         for (index_t m = 0; m < rows; ++m) {
             const float* xr = x.row(m) + i;
             const float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
@@ -173,7 +173,7 @@ void gemv_rows_nn(const RowBlock<const float>& x, const RowBlock<const W>& w, co
         }
     }
     for (; i < w.rows; ++i) {
-        const W* wr = w.data + i * w.stride + o0;
+        const W* wr = w.data + i * w.ld + o0;
         for (index_t m = 0; m < rows; ++m) {
             const float xi = x.row(m)[i];
             float* a = acc + m * n;
@@ -192,9 +192,9 @@ void gemv_rows_nn(const RowBlock<const float>& x, const RowBlock<const W>& w, co
 }
 
 template <class W>
-void check_product(const char* what, const RowBlock<const float>& x, const RowBlock<const W>& w, index_t in,
-                   index_t out, const RowBlock<float>& y) {
-    require<ShapeError>(w.stride >= w.cols, what, ": weight rows of ", w.cols, " values are only ", w.stride, " apart");
+void check_product(const char* what, const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t in,
+                   index_t out, const StridedMatrix<float>& y) {
+    require<ShapeError>(w.ld >= w.cols, what, ": weight rows of ", w.cols, " values are only ", w.ld, " apart");
     require<ShapeError>(x.cols == in, what, ": input rows have ", x.cols, " features, the weight expects ", in);
     require<ShapeError>(y.rows == x.rows && y.cols == out, what, ": output is [", y.rows, ", ", y.cols,
                         "], expected [", x.rows, ", ", out, "]");
@@ -204,8 +204,8 @@ void check_product(const char* what, const RowBlock<const float>& x, const RowBl
 namespace detail {
 /// Runs the product on the packed copy when one is given and the call has enough rows.
 template <class W>
-bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool out_in, const PackedWeight* packed,
-                const RowBlock<float>& y, Write mode, LinearScratch& scratch) {
+bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
+                const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
     if (!packed || x.rows < packed_min_rows) return false;
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
                         "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
@@ -218,13 +218,13 @@ bool try_packed(const RowBlock<const float>& x, const RowBlock<const W>& w, bool
 }  // namespace detail
 
 /// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
-/// range of a wider matrix: its rows are w.stride apart). `packed`: w packed
+/// range of a wider matrix: its rows are w.ld apart). `packed`: w packed
 /// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of at
 /// least packed_min_rows rows.
 template <class W>
-void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
+void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {
-    const index_t out = w.rows, in = w.cols, ld = w.stride, m = x.rows;
+    const index_t out = w.rows, in = w.cols, ld = w.ld, m = x.rows;
     detail::check_product("linear", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
@@ -271,7 +271,7 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
             for (index_t o = 0; o < n; ++o) detail::widen(w.data + (o0 + o) * ld, in, panel + o * in);
             wp = panel, wld = in;
         }
-        detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+        detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                               detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(wld)).transpose(), mode);
     }
 }
@@ -279,9 +279,9 @@ void linear(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
 /// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).
 /// `packed`: w packed (WeightOrientation::in_out) for the chosen arithmetic.
 template <class W>
-void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const RowBlock<float>& y, Write mode,
+void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {
-    const index_t in = w.rows, out = w.cols, ld = w.stride, m = x.rows;
+    const index_t in = w.rows, out = w.cols, ld = w.ld, m = x.rows;
     detail::check_product("matmul", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
@@ -327,12 +327,12 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
     for (index_t p = 0; p < panels; ++p) {
         const index_t o0 = p * pw, n = std::min(pw, out - o0);
         if constexpr (std::is_same_v<W, float>) {
-            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+            detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                                   detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
         } else {
             float* panel = scratch.thread_panel(thread_index());
             for (index_t i = 0; i < in; ++i) detail::widen(w.data + i * ld + o0, n, panel + i * n);
-            detail::write_product(detail::eigen_rows(y.sub_cols(o0, n)), xm,
+            detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                                   detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
         }
     }
@@ -340,14 +340,14 @@ void matmul(const RowBlock<const float>& x, const RowBlock<const W>& w, const Ro
 
 /// linear() with a contiguous [out, in] weight.
 template <class W>
-void linear(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+void linear(const StridedMatrix<const float>& x, Matrix<const W> w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     linear<W>(x, rows_of(w), y, mode, scratch, packed);
 }
 
 /// matmul() with a contiguous [in, out] weight.
 template <class W>
-void matmul(const RowBlock<const float>& x, Matrix<const W> w, const RowBlock<float>& y, Write mode,
+void matmul(const StridedMatrix<const float>& x, Matrix<const W> w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {
     matmul<W>(x, rows_of(w), y, mode, scratch, packed);
 }

@@ -84,7 +84,7 @@ public:
 
     /// Packs `w` (fp32 or bf16, any row stride) as the B of y = x . B.
     template <class W>
-    static PackedPanels pack(const RowBlock<const W>& w, WeightOrientation orientation) {
+    static PackedPanels pack(const StridedMatrix<const W>& w, WeightOrientation orientation) {
         PackedPanels p;
         p.assign(w, orientation);
         return p;
@@ -92,10 +92,10 @@ public:
 
     /// pack() into this object, reusing its storage (per-call packing of attention's keys and values).
     template <class W>
-    void assign(const RowBlock<const W>& w, WeightOrientation orientation) {
+    void assign(const StridedMatrix<const W>& w, WeightOrientation orientation) {
         static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "packing reads fp32 or bf16 weights");
-        require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.stride >= w.cols),
-                            "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.stride);
+        require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.ld >= w.cols),
+                            "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.ld);
         const bool nk = orientation == WeightOrientation::out_in;
         n_ = nk ? w.rows : w.cols;
         k_ = nk ? w.cols : w.rows;
@@ -165,7 +165,7 @@ public:
     PackedWeight() = default;
 
     template <class W>
-    static PackedWeight pack(const RowBlock<const W>& w, WeightOrientation orientation, Compute compute) {
+    static PackedWeight pack(const StridedMatrix<const W>& w, WeightOrientation orientation, Compute compute) {
         require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
         PackedWeight p;
         if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);

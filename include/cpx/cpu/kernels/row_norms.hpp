@@ -22,7 +22,7 @@ inline void rmsnorm_vector(const float* x, const float* w, float* y, index_t n, 
 }  // namespace detail
 
 /// y[r] = RMSNorm(x[r]) with weight w [x.cols]; x and y may be the same rows.
-inline void rmsnorm_rows(const RowBlock<const float>& x, const float* w, const RowBlock<float>& y, float eps) {
+inline void rmsnorm_rows(const StridedMatrix<const float>& x, const float* w, const StridedMatrix<float>& y, float eps) {
     require<ShapeError>(y.rows == x.rows && y.cols == x.cols, "rmsnorm: output is [", y.rows, ", ", y.cols,
                         "], input [", x.rows, ", ", x.cols, "]");
 #pragma omp parallel for schedule(static) if (x.rows * x.cols > 65536)

@@ -12,7 +12,7 @@ namespace cpx::cpu {
 
 /// Rows of h hold [gate (width) | up (width)]; the gate half is overwritten
 /// with SiLU(gate) * up, which the down projection then reads.
-inline void swiglu_inplace(const RowBlock<float>& h, index_t width) {
+inline void swiglu_inplace(const StridedMatrix<float>& h, index_t width) {
     require<ShapeError>(h.cols == 2 * width, "swiglu: rows of ", h.cols, " values are not [gate | up] of width ",
                         width);
 #pragma omp parallel for schedule(static) if (h.rows * width > 65536)

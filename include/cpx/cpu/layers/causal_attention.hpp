@@ -232,8 +232,8 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
             if (!packs(p)) continue;
             const int kh = static_cast<int>(i % static_cast<std::size_t>(kv_heads));
             const index_t n = p.offset + p.q.rows;
-            const RowBlock<const KV> keys{p.k.head(0, kh), n, dq, p.k.row_stride};
-            const RowBlock<const KV> values{p.v.head(0, kh), n, dv, p.v.row_stride};
+            const StridedMatrix<const KV> keys{p.k.head(0, kh), n, dq, p.k.row_stride};
+            const StridedMatrix<const KV> values{p.v.head(0, kh), n, dv, p.v.row_stride};
             AttentionWorkspace::PackedKV& pk = ws.packed(i);
             if (compute == Compute::bf16) {
                 pk.k16.assign(keys, WeightOrientation::out_in);  // B of S = Q K^T: keys are outputs
@@ -308,18 +308,18 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
         if (compute != Compute::fp32 && packs(p)) {
             // This block sees the first n keys of its head's packed keys and values.
             AttentionWorkspace::PackedKV& pk = ws.packed(pi * static_cast<std::size_t>(kv_heads) + kh);
-            const RowBlock<const float> queries{qg, m, dq, dq};
-            const RowBlock<float> scores{s, m, n, ss}, outputs{o, m, dv, dv};
+            const StridedMatrix<const float> queries{qg, m, dq, dq};
+            const StridedMatrix<float> scores{s, m, n, ss}, outputs{o, m, dv, dv};
             if (compute == Compute::bf16) {
                 Bf16Scratch& x = ws.bf16_scratch(thread_index());
                 gemm_bf16(queries, pk.k16.view().prefix(n, dq), scores, false, x, best_bf16_level(), 1);
                 normalise();
-                gemm_bf16(RowBlock<const float>(scores), pk.v16.view().prefix(dv, n), outputs, false, x,
+                gemm_bf16(StridedMatrix<const float>(scores), pk.v16.view().prefix(dv, n), outputs, false, x,
                           best_bf16_level(), 1);
             } else {
                 gemm_f32_packed(queries, pk.k32.view().prefix(n, dq), scores, false, 1);
                 normalise();
-                gemm_f32_packed(RowBlock<const float>(scores), pk.v32.view().prefix(dv, n), outputs, false, 1);
+                gemm_f32_packed(StridedMatrix<const float>(scores), pk.v32.view().prefix(dv, n), outputs, false, 1);
             }
             for (int g = 0; g < groups; ++g)
                 for (index_t r = 0; r < nrows; ++r)

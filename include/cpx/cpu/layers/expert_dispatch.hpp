@@ -32,10 +32,10 @@ struct ExpertWeights {
     const PackedWeight* gate_up_packed = nullptr;
     const PackedWeight* down_packed = nullptr;
 
-    RowBlock<const W> gate_up_of(int e) const {
+    StridedMatrix<const W> gate_up_of(int e) const {
         return {gate_up + static_cast<index_t>(e) * hidden * 2 * width, hidden, 2 * width, 2 * width};
     }
-    RowBlock<const W> down_of(int e) const {
+    StridedMatrix<const W> down_of(int e) const {
         return {down + static_cast<index_t>(e) * width * hidden, width, hidden, hidden};
     }
 };
@@ -57,8 +57,8 @@ public:
 
     /// residual[r] += scale[r] * Expert_{expert[r]}(x[r]) for every row r
     /// (scale empty: 1). Rows per expert are added to `counts` when given.
-    void forward(const ExpertWeights<W>& w, const RowBlock<const float>& x, std::span<const std::int32_t> expert,
-                 std::span<const float> scale, const RowBlock<float>& residual, std::span<index_t> counts = {}) {
+    void forward(const ExpertWeights<W>& w, const StridedMatrix<const float>& x, std::span<const std::int32_t> expert,
+                 std::span<const float> scale, const StridedMatrix<float>& residual, std::span<index_t> counts = {}) {
         forward(w, x, 1, expert, scale, residual, counts);
     }
 
@@ -68,8 +68,8 @@ public:
     /// A counting sort over the rows * routes pairs makes each expert one GEMM
     /// pair over its segment, so the cost is `routes` experts per row, never E.
     /// Pairs per expert are added to `counts` when given.
-    void forward(const ExpertWeights<W>& w, const RowBlock<const float>& x, int routes,
-                 std::span<const std::int32_t> expert, std::span<const float> scale, const RowBlock<float>& residual,
+    void forward(const ExpertWeights<W>& w, const StridedMatrix<const float>& x, int routes,
+                 std::span<const std::int32_t> expert, std::span<const float> scale, const StridedMatrix<float>& residual,
                  std::span<index_t> counts = {}) {
         const index_t n = x.rows, d = w.hidden, width = w.width;
         const int experts = w.experts;
@@ -102,20 +102,20 @@ public:
             slot_[static_cast<std::size_t>(p)] = at;
         }
 
-        const RowBlock<float> gathered = block_in(gathered_, pairs, d);
-        const RowBlock<float> h = block_in(hidden_, pairs, 2 * width);
-        const RowBlock<float> y = block_in(outputs_, pairs, d);
+        const StridedMatrix<float> gathered = block_in(gathered_, pairs, d);
+        const StridedMatrix<float> h = block_in(hidden_, pairs, 2 * width);
+        const StridedMatrix<float> y = block_in(outputs_, pairs, d);
 #pragma omp parallel for schedule(static) if (pairs * d > 65536)
         for (index_t i = 0; i < pairs; ++i)
             std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
         for (int e = 0; e < experts; ++e) {
             const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
             if (rows == 0) continue;
-            const RowBlock<float> he = h.sub_rows(begin, rows);
-            matmul<W>(RowBlock<const float>(gathered.sub_rows(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
+            const StridedMatrix<float> he = h.rows_range(begin, rows);
+            matmul<W>(StridedMatrix<const float>(gathered.rows_range(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
                       scratch_, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
             swiglu_inplace(he, width);
-            matmul<W>(RowBlock<const float>(he.sub_cols(0, width)), w.down_of(e), y.sub_rows(begin, rows),
+            matmul<W>(StridedMatrix<const float>(he.columns(0, width)), w.down_of(e), y.rows_range(begin, rows),
                       Write::overwrite, scratch_, w.down_packed ? w.down_packed + e : nullptr);
         }
         // Per destination row, its routes in route order: no write conflicts

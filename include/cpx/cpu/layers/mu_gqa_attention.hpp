@@ -34,8 +34,8 @@ struct MuGqaAttentionWeights {
     /// Rows of the stacked projection: q, then k, then v.
     static constexpr int qkv_width = C::q_width + 2 * C::kv_width;
 
-    RowBlock<const W> qkv;     ///< [qkv_width, input_width]: row o = [W_{q|k|v}[o] | W_mu{q|k|v}[o]]
-    RowBlock<const W> o_proj;  ///< [hidden, q_width]
+    StridedMatrix<const W> qkv;     ///< [qkv_width, input_width]: row o = [W_{q|k|v}[o] | W_mu{q|k|v}[o]]
+    StridedMatrix<const W> o_proj;  ///< [hidden, q_width]
     const float* q_norm = nullptr;  ///< [head_dim]
     const float* k_norm = nullptr;  ///< [head_dim]
     /// Packed copies of qkv and o_proj (out_in) for the chosen arithmetic, or null.
@@ -78,14 +78,14 @@ public:
     /// residual += attention(input) for every sequence. input: [N, input_width];
     /// residual: [N, hidden]. Sequences with a cache get their new keys and
     /// values written at rows [offset, offset + rows) of it.
-    void forward(const Weights& w, const RowBlock<const float>& input, std::span<const SequenceRows<KV>> sequences,
-                 const RowBlock<float>& residual, MuContribution* mu_observer = nullptr) {
+    void forward(const Weights& w, const StridedMatrix<const float>& input, std::span<const SequenceRows<KV>> sequences,
+                 const StridedMatrix<float>& residual, MuContribution* mu_observer = nullptr) {
         const index_t n = input.rows;
         require<ShapeError>(input.cols == Weights::input_width, "attention: input rows have ", input.cols,
                             " values, expected ", Weights::input_width);
         require<ShapeError>(residual.rows == n && residual.cols == C::hidden, "attention: residual is [",
                             residual.rows, ", ", residual.cols, "], expected [", n, ", ", C::hidden, "]");
-        const RowBlock<float> qkv = block_in(qkv_, n, qkv_width);
+        const StridedMatrix<float> qkv = block_in(qkv_, n, qkv_width);
         linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
         if constexpr (C::use_mu)
             if (mu_observer) observe_mu(w, input, *mu_observer);
@@ -105,28 +105,28 @@ public:
             require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= n, "attention: sequence rows [",
                                 s.begin, ", ", s.begin + s.rows, ") outside the batch of ", n);
             if (s.rows == 0) continue;
-            apply_rope(rope_, q.sub_rows(s.begin, s.rows), s.offset);
-            apply_rope(rope_, k.sub_rows(s.begin, s.rows), s.offset);
+            apply_rope(rope_, q.rows_range(s.begin, s.rows), s.offset);
+            apply_rope(rope_, k.rows_range(s.begin, s.rows), s.offset);
             if (s.cache_k.data) {
                 require<InputError>(s.cache_k.rows >= s.offset + s.rows && s.cache_v.rows >= s.offset + s.rows,
                                     "attention: the KV cache holds ", s.cache_k.rows, " positions, ",
                                     s.offset + s.rows, " needed");
-                store(k.sub_rows(s.begin, s.rows), s.cache_k, s.offset);
-                store(v.sub_rows(s.begin, s.rows), s.cache_v, s.offset);
-                cached_.push_back({q.sub_rows(s.begin, s.rows), s.cache_k, s.cache_v, out.sub_rows(s.begin, s.rows),
+                store(k.rows_range(s.begin, s.rows), s.cache_k, s.offset);
+                store(v.rows_range(s.begin, s.rows), s.cache_v, s.offset);
+                cached_.push_back({q.rows_range(s.begin, s.rows), s.cache_k, s.cache_v, out.rows_range(s.begin, s.rows),
                                    s.offset});
             } else {
                 // Without a cache the keys and values are this call's own rows, in fp32.
                 require<InputError>(s.offset == 0, "attention: a sequence without a cache must start at position 0");
-                fresh_.push_back({q.sub_rows(s.begin, s.rows), k.sub_rows(s.begin, s.rows),
-                                  v.sub_rows(s.begin, s.rows), out.sub_rows(s.begin, s.rows), 0});
+                fresh_.push_back({q.rows_range(s.begin, s.rows), k.rows_range(s.begin, s.rows),
+                                  v.rows_range(s.begin, s.rows), out.rows_range(s.begin, s.rows), 0});
             }
         }
         // 1/sqrt(hd), SDPA's default scale (0.125 for hd = 64).
         const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C::head_dim)));
         causal_attention_batch<float>(fresh_, scale, ws_, compute_of(w.qkv_packed));
         causal_attention_batch<KV>(cached_, scale, ws_, compute_of(w.qkv_packed));
-        linear<W>(RowBlock<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
+        linear<W>(StridedMatrix<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
                   scratch_, w.o_proj_packed);
     }
 
@@ -141,12 +141,12 @@ private:
     }
 
     // The two halves of the stacked product, separately (diagnostics only).
-    void observe_mu(const Weights& w, const RowBlock<const float>& input, MuContribution& sink) {
+    void observe_mu(const Weights& w, const StridedMatrix<const float>& input, MuContribution& sink) {
         const index_t n = input.rows;
-        const RowBlock<float> from_a = block_in(obs_a_, n, qkv_width);
-        const RowBlock<float> from_mu = block_in(obs_mu_, n, qkv_width);
-        linear<W>(input.sub_cols(0, C::hidden), w.qkv.sub_cols(0, C::hidden), from_a, Write::overwrite, scratch_);
-        linear<W>(input.sub_cols(C::hidden, C::hidden), w.qkv.sub_cols(C::hidden, C::hidden), from_mu,
+        const StridedMatrix<float> from_a = block_in(obs_a_, n, qkv_width);
+        const StridedMatrix<float> from_mu = block_in(obs_mu_, n, qkv_width);
+        linear<W>(input.columns(0, C::hidden), w.qkv.columns(0, C::hidden), from_a, Write::overwrite, scratch_);
+        linear<W>(input.columns(C::hidden, C::hidden), w.qkv.columns(C::hidden, C::hidden), from_mu,
                   Write::overwrite, scratch_);
         const auto ratio = [](const float* a, const float* m, int width) {
             double na = 0, nm = 0;

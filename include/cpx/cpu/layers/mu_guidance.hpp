@@ -16,13 +16,13 @@ namespace cpx::cpu {
 template <class W>
 struct MuGuidanceWeights {
     const float* mu = nullptr;    ///< mu_guidance.mu, [hidden]
-    RowBlock<const W> mu_proj;    ///< mu_guidance.mu_proj.weight, [hidden, hidden]
+    StridedMatrix<const W> mu_proj;    ///< mu_guidance.mu_proj.weight, [hidden, hidden]
     const PackedWeight* mu_proj_packed = nullptr;  ///< packed copy (out_in) for the chosen arithmetic, or null
 };
 
 /// next_mu[r] = clamp(clamp(mu, 0, 2) + h2[r] . W_mu^T, -2, 2).
 template <ComplexityConfigType C, class W>
-void next_mu(const MuGuidanceWeights<W>& w, const RowBlock<const float>& h2, const RowBlock<float>& next,
+void next_mu(const MuGuidanceWeights<W>& w, const StridedMatrix<const float>& h2, const StridedMatrix<float>& next,
              LinearScratch& scratch) {
     static_assert(C::use_mu, "mu guidance is off in this configuration");
     require<ShapeError>(next.cols == C::hidden && h2.cols == C::hidden, "mu guidance: rows of ", h2.cols, " and ",

@@ -80,16 +80,16 @@ public:
     /// 0..H-1 (signal) and H..2H-1 (noise).
     template <class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
-    void forward(const Weights& w, const RowBlock<const float>& input,
-                 std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out, Write mode,
+    void forward(const Weights& w, const StridedMatrix<const float>& input,
+                 std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float>& out, Write mode,
                  const Observer& observe = Observer{}) {
         const index_t n = input.rows;
         check_shapes(w, input, sequences, out);
         if (n == 0) return;
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
-        const RowBlock<float> h = block_in(h_, n, width);
-        const RowBlock<float> rotated = block_in(rotated_, n, width);
+        const StridedMatrix<float> h = block_in(h_, n, width);
+        const StridedMatrix<float> rotated = block_in(rotated_, n, width);
         linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_packed);
         // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
         // blocks: on one thread they would cap the layer's multi-thread speed-up.
@@ -105,11 +105,11 @@ public:
         fresh_.clear();
         for (const auto& s : sequences) {
             if (s.rows == 0) continue;
-            const auto rot = all_rot.sub_rows(s.begin, s.rows);
+            const auto rot = all_rot.rows_range(s.begin, s.rows);
             apply_rope(signal_, rot.sub_heads(0, H), s.offset);
             apply_rope(noise_, rot.sub_heads(H, H), s.offset);
-            const auto values = all_h.sub_rows(s.begin, s.rows);
-            const auto y = all_y.sub_rows(s.begin, s.rows);
+            const auto values = all_h.rows_range(s.begin, s.rows);
+            const auto y = all_y.rows_range(s.begin, s.rows);
             if (s.cache_k.data) {
                 store(rot, s.cache_k, s.offset);
                 store(values, s.cache_v, s.offset);
@@ -139,7 +139,7 @@ public:
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
         }
-        matmul<W>(RowBlock<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_packed);
+        matmul<W>(StridedMatrix<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_packed);
     }
 
     /// One sequence without a cache (positions 0..rows-1): the plain layer.
@@ -152,8 +152,8 @@ public:
     }
 
 private:
-    void check_shapes(const Weights& w, const RowBlock<const float>& input,
-                      std::span<const SequenceRows<KV>> sequences, const RowBlock<float>& out) const {
+    void check_shapes(const Weights& w, const StridedMatrix<const float>& input,
+                      std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float>& out) const {
         require<ShapeError>(input.cols == S::hidden, "PRISM attention: input rows have ", input.cols,
                             " values, the layer expects d = ", S::hidden);
         require<ShapeError>(w.u.extent(0) == width && w.u.extent(1) == S::hidden, "PRISM attention: U is [",

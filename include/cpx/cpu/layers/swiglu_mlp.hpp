@@ -13,8 +13,8 @@ namespace cpx::cpu {
 /// Non-owning weights of a SwiGLU block in nn.Linear layout.
 template <class W>
 struct SwiGluWeights {
-    RowBlock<const W> gate_up;  ///< [2 * width, hidden]: rows [0, width) gate, [width, 2 width) up
-    RowBlock<const W> down;     ///< [hidden, width]
+    StridedMatrix<const W> gate_up;  ///< [2 * width, hidden]: rows [0, width) gate, [width, 2 width) up
+    StridedMatrix<const W> down;     ///< [hidden, width]
     /// Packed copies (out_in) for the chosen arithmetic (cpu/runtime/compute.hpp), or null.
     const PackedWeight* gate_up_packed = nullptr;
     const PackedWeight* down_packed = nullptr;
@@ -25,12 +25,12 @@ struct SwiGluWeights {
 /// The scale multiplies the activation before the down projection (the same
 /// product, one pass over I values per row instead of d).
 template <class W>
-void swiglu_block(const SwiGluWeights<W>& w, const RowBlock<const float>& x, const RowBlock<float>& residual,
+void swiglu_block(const SwiGluWeights<W>& w, const StridedMatrix<const float>& x, const StridedMatrix<float>& residual,
                   AlignedVector<float>& hidden, LinearScratch& scratch, float scale = 1.0f) {
     const index_t width = w.width();
     require<ShapeError>(w.gate_up.rows == 2 * width, "swiglu: gate/up weight has ", w.gate_up.rows,
                         " rows for a width of ", width);
-    const RowBlock<float> h = block_in(hidden, x.rows, 2 * width);
+    const StridedMatrix<float> h = block_in(hidden, x.rows, 2 * width);
     linear<W>(x, w.gate_up, h, Write::overwrite, scratch, w.gate_up_packed);
     swiglu_inplace(h, width);
     if (scale != 1.0f)
@@ -38,7 +38,7 @@ void swiglu_block(const SwiGluWeights<W>& w, const RowBlock<const float>& x, con
             float* a = h.row(r);
             for (index_t c = 0; c < width; ++c) a[c] *= scale;
         }
-    linear<W>(RowBlock<const float>(h.sub_cols(0, width)), w.down, residual, Write::accumulate, scratch, w.down_packed);
+    linear<W>(StridedMatrix<const float>(h.columns(0, width)), w.down, residual, Write::accumulate, scratch, w.down_packed);
 }
 
 /// The dense MLP layer with its scratch.
@@ -46,7 +46,7 @@ template <class W>
 class SwiGluMlp {
 public:
     void reserve(index_t rows, index_t width) { grow(hidden_, static_cast<std::size_t>(rows * 2 * width)); }
-    void forward(const SwiGluWeights<W>& w, const RowBlock<const float>& x, const RowBlock<float>& residual) {
+    void forward(const SwiGluWeights<W>& w, const StridedMatrix<const float>& x, const StridedMatrix<float>& residual) {
         swiglu_block<W>(w, x, residual, hidden_, scratch_);
     }
 

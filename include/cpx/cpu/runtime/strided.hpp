@@ -1,39 +1,26 @@
 #pragma once
-// Strided row views for the CPU path. Layers read and write sub-blocks of
-// larger buffers in place (q, k and v are column ranges of one fused
-// projection; a and mu share one [a, mu] input row), so these views carry a
-// row stride, unlike the contiguous cpx::View.
+// Strided views for the CPU path. Layers read and write sub-blocks of larger
+// buffers in place (q, k and v are column ranges of one fused projection; a
+// and mu share one [a, mu] input row): a matrix block is the one strided view
+// both backends use, cpx::StridedMatrix (core/strided_matrix.hpp); the helpers
+// here build it over contiguous storage, and HeadRows adds the per-head layout
+// of attention's rows.
 
 #include <type_traits>
 
 #include "cpx/core/error.hpp"
+#include "cpx/core/strided_matrix.hpp"
 #include "cpx/core/tensor_view.hpp"
 
 namespace cpx::cpu {
 
-/// rows x cols elements; element (r, c) is data[r * stride + c].
-template <class T>
-struct RowBlock {
-    T* data = nullptr;
-    index_t rows = 0;
-    index_t cols = 0;
-    index_t stride = 0;
-
-    T* row(index_t r) const { return data + r * stride; }
-    /// Rows [begin, begin + count).
-    RowBlock sub_rows(index_t begin, index_t count) const { return {data + begin * stride, count, cols, stride}; }
-    /// Columns [begin, begin + count) of every row.
-    RowBlock sub_cols(index_t begin, index_t count) const { return {data + begin, rows, count, stride}; }
-    operator RowBlock<const T>() const requires(!std::is_const_v<T>) { return {data, rows, cols, stride}; }
-};
-
 /// A contiguous [rows, cols] block (stride = cols).
 template <class T>
-RowBlock<T> rows_of(T* data, index_t rows, index_t cols) { return {data, rows, cols, cols}; }
+StridedMatrix<T> rows_of(T* data, index_t rows, index_t cols) { return {data, rows, cols, cols}; }
 
 /// A row block over a contiguous matrix view.
 template <class T>
-RowBlock<T> rows_of(Matrix<T> m) { return {m.data(), m.extent(0), m.extent(1), m.extent(1)}; }
+StridedMatrix<T> rows_of(Matrix<T> m) { return {m.data(), m.extent(0), m.extent(1), m.extent(1)}; }
 
 /// Per-head vectors of a sequence of rows: element i of head h in row r is
 /// data[r * row_stride + h * head_stride + i]. Rows are consecutive positions.
@@ -47,7 +34,7 @@ struct HeadRows {
     index_t head_stride = 0;
 
     T* head(index_t r, int h) const { return data + r * row_stride + static_cast<index_t>(h) * head_stride; }
-    HeadRows sub_rows(index_t begin, index_t count) const {
+    HeadRows rows_range(index_t begin, index_t count) const {
         return {data + begin * row_stride, count, heads, head_dim, row_stride, head_stride};
     }
     /// Heads [first, first + count) of every row.

@@ -20,7 +20,7 @@ T* grow(AlignedVector<T>& v, std::size_t n) {
 
 /// A contiguous [rows, cols] block at the start of v, enlarging v if needed.
 template <class T>
-RowBlock<T> block_in(AlignedVector<T>& v, index_t rows, index_t cols) {
+StridedMatrix<T> block_in(AlignedVector<T>& v, index_t rows, index_t cols) {
     return rows_of(grow(v, static_cast<std::size_t>(rows * cols)), rows, cols);
 }
 

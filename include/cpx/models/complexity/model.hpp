@@ -143,23 +143,23 @@ private:
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-                      const cpu::RowBlock<float>& logits, CallSize size) {
+                      const StridedMatrix<float>& logits, CallSize size) {
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
 
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         tokens_.clear();
         for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
-        const cpu::RowBlock<float> h = cpu::block_in(h_, n, C::hidden);
-        const cpu::RowBlock<float> x = cpu::block_in(x_, n, input_width);
-        const cpu::RowBlock<float> m = cpu::block_in(m_, n, C::hidden);
+        const StridedMatrix<float> h = cpu::block_in(h_, n, C::hidden);
+        const StridedMatrix<float> x = cpu::block_in(x_, n, input_width);
+        const StridedMatrix<float> m = cpu::block_in(m_, n, C::hidden);
         embed(h);
         if constexpr (C::use_mu)
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
 
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l, rows_);
-            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.sub_cols(0, C::hidden), C::norm_eps);
+            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.columns(0, C::hidden), C::norm_eps);
             auto attention = weights_.attention(l);
             if (packs) packs->attach_attention(l, attention);
             if constexpr (C::attention == AttentionKind::prism) {
@@ -186,14 +186,14 @@ private:
                 if (l + 1 < C::layers) {
                     auto mu = weights_.mu_guidance(l);
                     if (packs) packs->attach_mu_guidance(l, mu);
-                    cpu::next_mu<C, W>(mu, h, x.sub_cols(C::hidden, C::hidden), scratch_);
+                    cpu::next_mu<C, W>(mu, h, x.columns(C::hidden, C::hidden), scratch_);
                 }
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
         head(batch, at, h, logits);
     }
 
-    void embed(const cpu::RowBlock<float>& h) const {
+    void embed(const StridedMatrix<float>& h) const {
         const W* table = weights_.embed_tokens.data();
 #pragma omp parallel for schedule(static) if (h.rows * C::hidden > 65536)
         for (index_t r = 0; r < h.rows; ++r) {
@@ -203,12 +203,12 @@ private:
         }
     }
 
-    void head(std::span<const Tokens> batch, LogitsAt at, const cpu::RowBlock<float>& h,
-              const cpu::RowBlock<float>& logits) {
+    void head(std::span<const Tokens> batch, LogitsAt at, const StridedMatrix<float>& h,
+              const StridedMatrix<float>& logits) {
         if (at == LogitsAt::none) return;
-        cpu::RowBlock<const float> selected = h;
+        StridedMatrix<const float> selected = h;
         if (at == LogitsAt::last) {
-            const cpu::RowBlock<float> last = cpu::block_in(final_, static_cast<index_t>(batch.size()), C::hidden);
+            const StridedMatrix<float> last = cpu::block_in(final_, static_cast<index_t>(batch.size()), C::hidden);
             index_t end = 0;
             for (std::size_t s = 0; s < batch.size(); ++s) {
                 end += static_cast<index_t>(batch[s].size());
@@ -216,7 +216,7 @@ private:
             }
             selected = last;
         }
-        const cpu::RowBlock<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
+        const StridedMatrix<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
         cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,

@@ -96,7 +96,7 @@ private:
         cpu::PackedWeight mu_proj;
     };
     template <class T>
-    cpu::PackedWeight pack(const cpu::RowBlock<const T>& m, cpu::WeightOrientation o) const {
+    cpu::PackedWeight pack(const StridedMatrix<const T>& m, cpu::WeightOrientation o) const {
         return cpu::PackedWeight::pack(m, o, compute_);
     }
     void pack_swiglu(const cpu::SwiGluWeights<W>& s, Layer& p) const {

@@ -109,7 +109,7 @@ private:
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
-                      const cpu::RowBlock<float>& logits, CallSize size) {
+                      const StridedMatrix<float>& logits, CallSize size) {
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
 
@@ -151,7 +151,7 @@ private:
     }
 
     /// LN_f and the tied head on the rows that get logits.
-    void head(std::span<const Tokens> batch, LogitsAt at, Matrix<float> x, const cpu::RowBlock<float>& logits) {
+    void head(std::span<const Tokens> batch, LogitsAt at, Matrix<float> x, const StridedMatrix<float>& logits) {
         if (at == LogitsAt::none) return;
         Matrix<float> rows = x;
         if (at == LogitsAt::last) {
