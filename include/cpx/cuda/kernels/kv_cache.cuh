@@ -12,7 +12,6 @@
 #include "cpx/cuda/runtime/check.cuh"
 #include "cpx/cuda/runtime/device_buffer.cuh"
 #include "cpx/cuda/runtime/device_status.cuh"
-#include "cpx/cuda/runtime/launch.cuh"
 #include "cpx/cuda/kernels/sequence_rows.cuh"
 
 namespace cpx::cuda {
@@ -61,20 +60,20 @@ private:
 };
 
 namespace kernels {
+/// One block per token row: the row's sequence, position and slot are found once and its
+/// kv_heads * head_dim values copied by the block's threads.
 template <class TS, class T>
-__global__ void kv_append(const TS* k, index_t k_ld, const TS* v, index_t v_ld, KvLayer<T> cache, int rows,
-                          SequenceRows seqs, StatusView status) {
+__global__ void __launch_bounds__(128) kv_append(const TS* k, index_t k_ld, const TS* v, index_t v_ld, KvLayer<T> cache,
+                                                 SequenceRows seqs, StatusView status) {
+    const int r = static_cast<int>(blockIdx.x);
+    const int b = seqs.sequence_of(r);
+    const int pos = seqs.position(r, b), slot = seqs.slot(b);
+    if (pos < 0 || pos >= cache.capacity || slot < 0 || slot >= cache.slots || seqs.malformed(b)) {
+        if (threadIdx.x == 0) status.position_error(r);
+        return;
+    }
     const int width = cache.kv_heads * cache.head_dim;
-    const long long total = static_cast<long long>(rows) * width;
-    for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; idx < total;
-         idx += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const int r = static_cast<int>(idx / width), c = static_cast<int>(idx % width);
-        const int b = seqs.sequence_of(r);
-        const int pos = seqs.position(r, b), slot = seqs.slot(b);
-        if (pos < 0 || pos >= cache.capacity || slot < 0 || slot >= cache.slots || seqs.malformed(b)) {
-            if (c == 0) status.position_error(r);
-            continue;
-        }
+    for (int c = threadIdx.x; c < width; c += blockDim.x) {
         const int g = c / cache.head_dim, d = c % cache.head_dim;
         const index_t dst =
             ((static_cast<index_t>(slot) * cache.kv_heads + g) * cache.capacity + pos) * cache.head_dim + d;
@@ -99,10 +98,10 @@ void kv_append(StridedMatrix<const TS> k, StridedMatrix<const TS> v, const KvLay
     seqs.validate(k.rows, "kv_append");
     require<ShapeError>(seqs.slots || seqs.batch <= cache.slots, "kv_append: ", seqs.batch, " sequences for ",
                         cache.slots, " cache slots");
+    require<ShapeError>(k.rows <= 0x7fffffff, "kv_append: too many rows");
     if (k.rows == 0) return;
-    const long long total = k.rows * width;
-    kernels::kv_append<<<detail::grid_stride_blocks(total, 256), 256, 0, stream>>>(
-        k.data, k.ld, v.data, v.ld, cache, static_cast<int>(k.rows), seqs, status);
+    kernels::kv_append<<<static_cast<unsigned>(k.rows), 128, 0, stream>>>(k.data, k.ld, v.data, v.ld, cache, seqs,
+                                                                           status);
     CPX_CUDA_CHECK_LAUNCH();
 }
 

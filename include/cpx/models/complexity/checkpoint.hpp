@@ -51,6 +51,7 @@
 #include "cpx/io/checkpoint_validator.hpp"
 #include "cpx/io/complexity_config_json.hpp"
 #include "cpx/io/safetensors_writer.hpp"
+#include "cpx/models/checkpoint_writer.hpp"
 #include "cpx/models/complexity/weights.hpp"
 #include "cpx/models/expert_layouts.hpp"
 
@@ -194,20 +195,7 @@ void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const st
                                 std::uint64_t max_shard_bytes = 0) {
     io::create_output_directory(dir);
     io::SafetensorsWriter writer;
-    writer.add_metadata("format", "pt");
-    std::vector<float> values;
-    std::vector<W> stored;
-    for (const auto& s : weights.slots()) {
-        values.resize(static_cast<std::size_t>(s.elements()));
-        s.extract(values);
-        if (s.f32) {  // vectors are kept in fp32 whatever W is
-            writer.add(s.name, s.shape, std::span<const float>(values));
-            continue;
-        }
-        stored.resize(values.size());
-        for (std::size_t i = 0; i < values.size(); ++i) stored[i] = from_float<W>(values[i]);
-        writer.add(s.name, s.shape, std::span<const W>(stored));
-    }
+    add_weight_slots<W>(writer, weights, [](const auto&, std::span<const W>) {});
     if constexpr (C::mlp == MlpKind::token_routed) {
         for (int l = 0; l < C::layers; ++l) {
             const auto& routes = weights.layers[static_cast<std::size_t>(l)].routes;
@@ -217,11 +205,7 @@ void save_complexity_checkpoint(const ComplexityWeights<C, W>& weights, const st
             if constexpr (C::top_k > 1) writer.add(n.top_k(), {C::top_k, C::vocab}, std::span<const std::int64_t>(all));
         }
     }
-    if (max_shard_bytes > 0) writer.write_sharded(dir, max_shard_bytes);
-    else writer.write(dir / io::single_checkpoint_file);
-    std::ofstream config(dir / "config.json");
-    config << io::complexity_config_json<C>();
-    require<Error>(static_cast<bool>(config), "could not write ", (dir / "config.json").string());
+    write_checkpoint_files(writer, dir, max_shard_bytes, io::complexity_config_json<C>());
 }
 
 }  // namespace cpx

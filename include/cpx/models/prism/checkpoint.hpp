@@ -30,6 +30,7 @@
 #include "cpx/io/checkpoint_validator.hpp"
 #include "cpx/io/prism_config_json.hpp"
 #include "cpx/io/safetensors_writer.hpp"
+#include "cpx/models/checkpoint_writer.hpp"
 #include "cpx/models/prism/weights.hpp"
 
 namespace cpx {
@@ -116,27 +117,11 @@ void save_prism_checkpoint(const PrismWeights<C, W>& weights, const std::filesys
                            std::uint64_t max_shard_bytes = 0, bool write_lm_head = false) {
     io::create_output_directory(dir);
     io::SafetensorsWriter writer;
-    writer.add_metadata("format", "pt");
-    std::vector<float> values;
-    std::vector<W> stored;
-    for (const auto& s : weights.slots()) {
-        values.resize(static_cast<std::size_t>(s.elements()));
-        s.extract(values);
-        if (s.f32) {  // vectors and lambda are kept in fp32 whatever W is
-            writer.add(s.name, s.shape, std::span<const float>(values));
-            continue;
-        }
-        stored.resize(values.size());
-        for (std::size_t i = 0; i < values.size(); ++i) stored[i] = from_float<W>(values[i]);
-        writer.add(s.name, s.shape, std::span<const W>(stored));
-        if (write_lm_head && s.name == detail::prism_wte)
-            writer.add(std::string(detail::prism_lm_head), s.shape, std::span<const W>(stored));
-    }
-    if (max_shard_bytes > 0) writer.write_sharded(dir, max_shard_bytes);
-    else writer.write(dir / io::single_checkpoint_file);
-    std::ofstream config(dir / "config.json");
-    config << io::prism_config_json<C>();
-    require<Error>(static_cast<bool>(config), "could not write ", (dir / "config.json").string());
+    add_weight_slots<W>(writer, weights, [&](const auto& slot, std::span<const W> stored) {
+        if (write_lm_head && slot.name == detail::prism_wte)
+            writer.add(std::string(detail::prism_lm_head), slot.shape, stored);
+    });
+    write_checkpoint_files(writer, dir, max_shard_bytes, io::prism_config_json<C>());
 }
 
 }  // namespace cpx
