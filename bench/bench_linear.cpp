@@ -1,7 +1,8 @@
 // The weight products every projection runs (cpu::linear, y = x W^T), at the
 // models' projection shapes, with fp32 and bf16-stored weights.
 //   prefill (many rows): compute-bound, against Eigen's GEMM of the same shape;
-//   decode (one row): bandwidth-bound, against the memory read rate. The
+//   decode (one row, or one per sequence of a batched step): bandwidth-bound,
+//   against the memory read rate (and the FMA peak for several rows). The
 //   weights rotate through copies filling 1 GiB so every call reads them from
 //   memory, not from a cache that a benchmark loop would keep warm. Eigen's own
 //   matrix-vector product (single-threaded in Eigen 3.4) is the baseline.
@@ -111,29 +112,36 @@ void prefill_f32_packed(const Shape& s, index_t tokens, int threads) {
 /// Copies of one weight matrix filling 1 GiB, kept for the suite's lifetime
 /// per storage type (the last shape's copies are reused when they fit).
 template <class W>
-std::vector<W>& weight_pool() {
-    static std::vector<W> pool((std::size_t{1} << 30) / sizeof(W), from_float<W>(0.01f));
+cpu::AlignedVector<W>& weight_pool() {
+    // Cache-line aligned like a model's weights (and every copy, the shapes being whole lines):
+    // glibc places large blocks 16 bytes past a page, which splits every 64-byte load over two
+    // lines and made the few-row products up to 3x slower than in a model.
+    static cpu::AlignedVector<W> pool((std::size_t{1} << 30) / sizeof(W), from_float<W>(0.01f));
     return pool;
 }
 
-/// One row through the projection: ours (threaded over output panels) or Eigen's GEMV.
+/// `rows` rows (one per sequence of a decode step) through the projection: ours (threaded over
+/// output panels) or, for one fp32 row, Eigen's GEMV. The weights come from memory on every call,
+/// so the bound is their bytes at the read rate measured in this binary; GFLOP/s against the fp32
+/// FMA peak shows how close a batch comes to being compute-bound instead.
 template <class W>
-void decode(const Shape& s, int threads, bool eigen_baseline) {
+void decode(const Shape& s, index_t rows, int threads, bool eigen_baseline) {
     const std::string variant = eigen_baseline ? std::string("eigen_gemv") : std::string(dtype_name<W>());
-    add(name_of(s, variant.c_str(), 1, threads), [=](benchmark::State& state) {
+    add(name_of(s, variant.c_str(), rows, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& pool = weight_pool<W>();
         const std::size_t size = static_cast<std::size_t>(s.out * s.in);
         const std::size_t copies = pool.size() / size;
-        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(s.in), 1.0, 1);
-        std::vector<float> y(static_cast<std::size_t>(s.out));
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(rows * s.in), 1.0, 1);
+        std::vector<float> y(static_cast<std::size_t>(rows * s.out));
         cpu::LinearScratch scratch;
         std::size_t next = 0;
         Work work;
-        work.tokens = 1;
-        work.flops = 2.0 * static_cast<double>(size);
+        work.tokens = static_cast<double>(rows);
+        work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
         work.bytes = static_cast<double>(size * sizeof(W));
         work.read_ceiling = bench::machine_read_gbps(threads);
+        if (rows > 1) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         bench::run(state, work, [&] {
             const W* w = pool.data() + (next++ % copies) * size;
             if constexpr (std::is_same_v<W, float>) {
@@ -145,8 +153,38 @@ void decode(const Shape& s, int threads, bool eigen_baseline) {
                     return;
                 }
             }
-            cpu::linear<W>(cpu::rows_of(x.data(), 1, s.in), cpu::rows_of(w, s.out, s.in),
-                           cpu::rows_of(y.data(), 1, s.out), cpu::Write::overwrite, scratch);
+            cpu::linear<W>(cpu::rows_of(x.data(), rows, s.in), cpu::rows_of(w, s.out, s.in),
+                           cpu::rows_of(y.data(), rows, s.out), cpu::Write::overwrite, scratch);
+            benchmark::DoNotOptimize(y.data());
+        });
+    });
+}
+
+/// The routed experts' products (input-major weights, cpu::matmul) for the few rows a decode step
+/// sends to one expert: the 187M model's gate_up [768 -> 1024] and down [512 -> 768].
+template <class W>
+void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads) {
+    const std::string full = std::string("matmul/") + name + "/" + dtype_name<W>() + "/tokens:" +
+                             std::to_string(rows) + "/threads:" + std::to_string(threads);
+    add(full, [=](benchmark::State& state) {
+        bench::set_threads(threads);
+        auto& pool = weight_pool<W>();
+        const std::size_t size = static_cast<std::size_t>(out * in);
+        const std::size_t copies = pool.size() / size;
+        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(rows * in), 1.0, 1);
+        std::vector<float> y(static_cast<std::size_t>(rows * out));
+        cpu::LinearScratch scratch;
+        std::size_t next = 0;
+        Work work;
+        work.tokens = static_cast<double>(rows);
+        work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
+        work.bytes = static_cast<double>(size * sizeof(W));
+        work.read_ceiling = bench::machine_read_gbps(threads);
+        work.fma_peak = bench::machine_fma_peak_gflops(threads);
+        bench::run(state, work, [&] {
+            const W* w = pool.data() + (next++ % copies) * size;
+            cpu::matmul<W>(cpu::rows_of(x.data(), rows, in), cpu::rows_of(w, in, out), cpu::rows_of(y.data(), rows, out),
+                           cpu::Write::overwrite, scratch);
             benchmark::DoNotOptimize(y.data());
         });
     });
@@ -165,10 +203,20 @@ void register_all() {
         for (index_t tokens : {512, 2048}) prefill_f32_packed(s, tokens, 2);
         prefill_f32_packed(s, 2048, 1);
         for (int threads : {1, 2}) {
-            decode<float>(s, threads, true);
-            decode<float>(s, threads, false);
-            decode<bf16>(s, threads, false);
+            decode<float>(s, 1, threads, true);
+            decode<float>(s, 1, threads, false);
+            decode<bf16>(s, 1, threads, false);
         }
+        for (index_t rows : {4, 16}) {  // batched decode
+            decode<float>(s, rows, 2, false);
+            decode<bf16>(s, rows, 2, false);
+        }
+    }
+    for (index_t rows : {1, 4, 16}) {
+        expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2);
+        expert_decode<bf16>("expert_gate_up/187M", 768, 1024, rows, 2);
+        expert_decode<float>("expert_down/187M", 512, 768, rows, 2);
+        expert_decode<bf16>("expert_down/187M", 512, 768, rows, 2);
     }
 }
 

@@ -1,24 +1,31 @@
 #pragma once
-// Few-row products (decode's hot loop) on AVX-512.
+// Few-row products (decode's hot loop) on AVX-512, fp32 sums of fp32 or bf16 weights.
 //
-// fp32 weights, 2-16 rows: a block of four weight rows is loaded once per
-// group of up to four input rows, whose 4 x 4 accumulators stay in registers
-// (the generic kernel re-read the weights once per input row and was
-// compute-bound: four rows took 1.9x one row's time). The input-major
-// counterpart (the routed experts) keeps a 4-row x 64-column tile of sums in
-// registers over the whole input; further row groups re-read the 64-column
-// strip from L2, so the weights come from memory once.
+// nn.Linear weights ([out, in]):
+// - From lanes_min_rows rows (5 with fp32 weights, 10 with bf16; batched
+//   decode) the sequences sit in the vector lanes: x is transposed once per
+//   call into 16 lanes per input feature, and a block of eight weight rows runs
+//   eight accumulators of 16 lanes, one broadcast weight and one FMA per weight,
+//   with no horizontal sums. Dot products along the input cost a reduction per
+//   output and sequence, and with 16 rows of x past L1 they ran at a third of
+//   the FMA peak (2.6x slower at 16 rows).
+// - Fewer rows: dot products. fp32: a block of four weight rows is loaded once
+//   per group of input rows, whose accumulators stay in registers. bf16: a
+//   32-bit word holds two neighbouring values, both widened with one
+//   instruction each (the high one is `word & 0xffff0000`, the low one
+//   `word << 16`), products split by the parity of the index and summed at the
+//   end; widening one value at a time had left the kernel compute-bound at
+//   ~55% of the read rate.
 //
-// bf16 weights: widening bf16 one value at a time (zero-extend + shift per lane) made the
-// generic kernels compute-bound at ~55% of the memory read rate. Here a 32-bit
-// word holds two neighbouring bf16 values, and both become fp32 with one
-// instruction each: the high one is `word & 0xffff0000`, the low one
-// `word << 16`. The products are then split by the parity of the index and
-// summed at the end. Software prefetch a few KiB ahead keeps enough reads in
-// flight for one core to approach the read rate.
+// Input-major weights ([in, out], the routed experts): a tile of up to 4 rows x
+// 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
+// row, widened in registers) keeps its sums in registers over the whole input;
+// further row groups re-read the strip from L2, so weights come from memory once.
 //
-// The same fp32 products as the generic kernels, summed in another order.
-// Compiled only where the target has AVX-512F; linear.hpp falls back otherwise.
+// Software prefetch keeps enough reads in flight for one core to approach the
+// read rate. The same fp32 products as the generic kernels, summed in another
+// order. Compiled only where the target has AVX-512F; linear.hpp falls back
+// otherwise.
 
 #if defined(__AVX512F__)
 #define CPX_HAVE_GEMV_AVX512 1
@@ -27,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
@@ -37,6 +45,20 @@ namespace cpx::cpu::avx512 {
 
 /// How far ahead along a weight row the kernels prefetch.
 inline constexpr index_t prefetch_ahead_bytes = 4096;
+/// The same for the lane kernels, which stream eight rows at once.
+inline constexpr index_t lanes_prefetch_bytes = 1024;
+
+/// Rows from which nn.Linear products put the sequences in the vector lanes
+/// (up to 16: one lane per sequence). The lane kernel costs one FMA per weight
+/// whatever the rows (lanes past them idle), the dot-product kernels one per
+/// weight and 16 rows plus the sums. Measured (Zen 5, 2 threads): fp32 weights
+/// gain from 5 rows (the 187M qkv_mu product alone gained from 3, but the
+/// whole model's batch-4 step lost 15% there); bf16 weights, which the lane
+/// kernel must widen per use, from 10.
+template <class W>
+inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
+/// Floats of the transposed input (lanes_transpose) for `in` input features.
+constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 
 inline __m512 bf16_low_halves(__m512i words) { return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16)); }
 inline __m512 bf16_high_halves(__m512i words) {
@@ -45,12 +67,13 @@ inline __m512 bf16_high_halves(__m512i words) {
 
 namespace detail {
 /// Calls block(std::integral_constant<int, G>{}, m0) over the rows in groups of
-/// four, then once for the remaining one to three: the register-blocked kernels'
-/// row schedule.
-template <class Block>
+/// MaxG (four or two), then once for the remaining rows: the register-blocked
+/// kernels' row schedule.
+template <int MaxG = 4, class Block>
 void in_row_groups(index_t rows, Block&& block) {
+    static_assert(MaxG == 4 || MaxG == 2, "groups of four or two rows");
     index_t m0 = 0;
-    for (; m0 + 4 <= rows; m0 += 4) block(std::integral_constant<int, 4>{}, m0);
+    for (; m0 + MaxG <= rows; m0 += MaxG) block(std::integral_constant<int, MaxG>{}, m0);
     switch (rows - m0) {
         case 3: block(std::integral_constant<int, 3>{}, m0); break;
         case 2: block(std::integral_constant<int, 2>{}, m0); break;
@@ -105,13 +128,105 @@ inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedM
     }
 }
 
+/// xt[16 i + m] = x[m, i] for the rows of x (at most 16), zero in the other lanes:
+/// the input of the lane kernels. Transposes features [i0, i1).
+inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
+    for (index_t i = i0; i < i1; ++i) {
+        float* lanes = xt + 16 * i;
+        for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
+        for (index_t m = x.rows; m < 16; ++m) lanes[m] = 0.0f;
+    }
+}
+
 namespace detail {
-/// G input rows from m0 against columns [j0, j0 + cols) of an input-major fp32
-/// weight, cols <= 64: 4G accumulators over the whole input dimension.
-template <int G>
-void gemv_block_nn_f32(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const float>& w, index_t j0,
-                       int cols, const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
-    constexpr int NB = 4;
+/// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
+/// against every lane of xt; adds or writes the rows of y.
+template <class W>
+void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
+                      const StridedMatrix<float>& y, bool accumulate) {
+    constexpr int R = 8;
+    const W* wr[R];
+    for (int r = 0; r < R; ++r) wr[r] = w.data + (o + std::min(r, rows_here - 1)) * w.ld;
+    __m512 acc[R];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
+    constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
+    constexpr index_t ahead = lanes_prefetch_bytes / static_cast<index_t>(sizeof(W));
+    const index_t body = in / step * step;
+    for (index_t i = 0; i < body; i += step) {
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + ahead), _MM_HINT_T0);
+        if constexpr (std::is_same_v<W, float>) {
+#pragma GCC unroll 16
+            for (index_t k = 0; k < step; ++k) {
+                const __m512 xv = _mm512_load_ps(xt + 16 * (i + k));
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wr[r][i + k]), xv, acc[r]);
+            }
+        } else {
+            // A 32-bit word holds inputs k (low half) and k + 1 (high half) of a row.
+#pragma GCC unroll 16
+            for (index_t k = 0; k < step; k += 2) {
+                const __m512 x0 = _mm512_load_ps(xt + 16 * (i + k)), x1 = _mm512_load_ps(xt + 16 * (i + k + 1));
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    std::uint32_t word;
+                    std::memcpy(&word, wr[r] + i + k, sizeof word);
+                    const __m512i words = _mm512_set1_epi32(static_cast<int>(word));
+                    acc[r] = _mm512_fmadd_ps(bf16_low_halves(words), x0, acc[r]);
+                    acc[r] = _mm512_fmadd_ps(bf16_high_halves(words), x1, acc[r]);
+                }
+            }
+        }
+    }
+    for (index_t i = body; i < in; ++i) {
+        const __m512 xv = _mm512_load_ps(xt + 16 * i);
+        for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(to_float(wr[r][i])), xv, acc[r]);
+    }
+    alignas(64) float sums[R][16];
+    for (int r = 0; r < R; ++r) _mm512_store_ps(sums[r], acc[r]);
+    for (index_t m = 0; m < y.rows; ++m) {
+        float* yr = y.row(m) + o;
+        for (int r = 0; r < rows_here; ++r) yr[r] = accumulate ? yr[r] + sums[r][m] : sums[r][m];
+    }
+}
+}  // namespace detail
+
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1), with x given as
+/// lanes_transpose made it (xt, 64-byte aligned) and y's rows those of x
+/// (at most 16); w: [out, in] fp32 or bf16 rows.
+template <class W>
+void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
+                   index_t o1, bool accumulate) {
+    for (index_t o = o0; o < o1; o += 8)
+        detail::gemv_lanes_block(xt, in, w, o, static_cast<int>(std::min<index_t>(8, o1 - o)), y, accumulate);
+}
+
+namespace detail {
+/// Input-major strips: 64 fp32 columns (256 bytes of a weight row), or 128 bf16
+/// columns (the same bytes), so both read whole lines at the same stride.
+template <class W>
+inline constexpr int nn_strip_vectors = std::is_same_v<W, float> ? 4 : 8;
+/// Rows per register tile: 4 x 4 or 2 x 8 accumulators.
+template <class W>
+inline constexpr int nn_max_group = std::is_same_v<W, float> ? 4 : 2;
+
+/// 16 weights from w as fp32, the lanes past `mask` zero (bf16: widened in registers).
+template <class W>
+inline __m512 load_widened(const W* w, __mmask16 mask) {
+    if constexpr (std::is_same_v<W, float>) {
+        return _mm512_maskz_loadu_ps(mask, w);
+    } else {
+        const __m256i half = _mm256_maskz_loadu_epi16(mask, &w->bits);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+    }
+}
+
+/// G input rows from m0 against columns [j0, j0 + cols) of an input-major
+/// weight, cols <= 16 NB: G x NB accumulators over the whole input dimension.
+template <class W, int G>
+void gemv_block_nn(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const W>& w, index_t j0, int cols,
+                   const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
+    constexpr int NB = nn_strip_vectors<W>;
     __mmask16 mask[NB];
     for (int k = 0; k < NB; ++k) {
         const int c = cols - 16 * k;
@@ -123,12 +238,14 @@ void gemv_block_nn_f32(const StridedMatrix<const float>& x, index_t m0, const St
     for (auto& a : acc)
         for (auto& v : a) v = _mm512_setzero_ps();
     const index_t ahead = 8 * w.ld;  // eight weight rows ahead: the strip is strided in memory
+    constexpr int lines = NB * 16 * static_cast<int>(sizeof(W)) / 64;
     for (index_t i = 0; i < w.rows; ++i) {
-        const float* wr = w.data + i * w.ld + j0;
+        const W* wr = w.data + i * w.ld + j0;
         if (prefetch && i + 8 < w.rows)
-            for (int k = 0; k < NB; ++k) _mm_prefetch(reinterpret_cast<const char*>(wr + ahead + 16 * k), _MM_HINT_T0);
+            for (int k = 0; k < lines; ++k)
+                _mm_prefetch(reinterpret_cast<const char*>(wr + ahead) + 64 * k, _MM_HINT_T0);
         __m512 wv[NB];
-        for (int k = 0; k < NB; ++k) wv[k] = _mm512_maskz_loadu_ps(mask[k], wr + 16 * k);
+        for (int k = 0; k < NB; ++k) wv[k] = load_widened(wr + 16 * k, mask[k]);
         for (int g = 0; g < G; ++g) {
             const __m512 xv = _mm512_set1_ps(xr[g][i]);
             for (int k = 0; k < NB; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
@@ -145,13 +262,17 @@ void gemv_block_nn_f32(const StridedMatrix<const float>& x, index_t m0, const St
 }
 }  // namespace detail
 
-/// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 rows.
-inline void gemv_rows_nn_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w, const StridedMatrix<float>& y,
-                             index_t o0, index_t o1, bool accumulate) {
-    for (index_t j0 = o0; j0 < o1; j0 += 64) {
-        const int cols = static_cast<int>(std::min<index_t>(64, o1 - j0));
-        detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
-            detail::gemv_block_nn_f32<decltype(g)::value>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
+/// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 or bf16 rows.
+/// Row groups after the first re-read their strip from L2, so the weights come
+/// from memory once.
+template <class W>
+void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
+                  index_t o0, index_t o1, bool accumulate) {
+    constexpr index_t strip = 16 * detail::nn_strip_vectors<W>;
+    for (index_t j0 = o0; j0 < o1; j0 += strip) {
+        const int cols = static_cast<int>(std::min<index_t>(strip, o1 - j0));
+        detail::in_row_groups<detail::nn_max_group<W>>(x.rows, [&](auto g, index_t m0) {
+            detail::gemv_block_nn<W, decltype(g)::value>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
         });
     }
 }
@@ -197,59 +318,6 @@ inline void gemv_rows_nt_bf16(const StridedMatrix<const float>& x, const Strided
     index_t o = o0;
     for (; o + 4 <= o1; o += 4) detail::gemv_block_nt_bf16<4>(x, w, y, o, accumulate);
     for (; o < o1; ++o) detail::gemv_block_nt_bf16<1>(x, w, y, o, accumulate);  // the last rows, one at a time
-}
-
-/// Floats of scratch gemv_rows_nn_bf16 needs for `rows` x rows and n columns.
-constexpr index_t nn_bf16_scratch(index_t rows, index_t n) { return rows * 2 * (n / 2 + 1); }
-
-/// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] bf16 rows, at
-/// most max_rows rows of x; acc: nn_bf16_scratch(x.rows, o1 - o0) floats.
-template <index_t max_rows>
-void gemv_rows_nn_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
-                              const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate, float* acc) {
-    const index_t n = o1 - o0, pairs = n / 2, body = pairs / 16 * 16, rows = x.rows;
-    const index_t half = pairs + 1;  // acc per x row: [evens | odds], pairs each (+1 pad)
-    std::fill(acc, acc + rows * 2 * half, 0.0f);
-    for (index_t i = 0; i < w.rows; ++i) {
-        const std::uint16_t* wr = &w.data[i * w.ld + o0].bits;
-        const std::uint16_t* ahead = wr + 8 * w.ld;
-        __m512 xi[max_rows];
-        for (index_t m = 0; m < rows; ++m) xi[m] = _mm512_set1_ps(x.row(m)[i]);
-        for (index_t j = 0; j < body; j += 16) {
-            if (i + 8 < w.rows) _mm_prefetch(reinterpret_cast<const char*>(ahead + 2 * j), _MM_HINT_T0);
-            const __m512i words = _mm512_loadu_si512(wr + 2 * j);
-            const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
-            for (index_t m = 0; m < rows; ++m) {
-                float* ae = acc + m * 2 * half + j;
-                float* ao = ae + half;
-                _mm512_storeu_ps(ae, _mm512_fmadd_ps(lo, xi[m], _mm512_loadu_ps(ae)));
-                _mm512_storeu_ps(ao, _mm512_fmadd_ps(hi, xi[m], _mm512_loadu_ps(ao)));
-            }
-        }
-        for (index_t j = body; j < pairs; ++j) {
-            const float lo = to_float(bf16::from_bits(wr[2 * j])), hi = to_float(bf16::from_bits(wr[2 * j + 1]));
-            for (index_t m = 0; m < rows; ++m) {
-                const float xi = x.row(m)[i];
-                acc[m * 2 * half + j] += lo * xi;
-                acc[m * 2 * half + half + j] += hi * xi;
-            }
-        }
-    }
-    for (index_t m = 0; m < rows; ++m) {
-        const float* xr = x.row(m);
-        const float* ae = acc + m * 2 * half;
-        const float* ao = ae + half;
-        float* yr = y.row(m) + o0;
-        for (index_t j = 0; j < pairs; ++j) {
-            yr[2 * j] = accumulate ? yr[2 * j] + ae[j] : ae[j];
-            yr[2 * j + 1] = accumulate ? yr[2 * j + 1] + ao[j] : ao[j];
-        }
-        if (n % 2) {  // an odd last column
-            float s = 0.0f;
-            for (index_t i = 0; i < w.rows; ++i) s += xr[i] * to_float(w.data[i * w.ld + o1 - 1]);
-            yr[n - 1] = accumulate ? yr[n - 1] + s : s;
-        }
-    }
 }
 
 }  // namespace cpx::cpu::avx512

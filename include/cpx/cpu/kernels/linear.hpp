@@ -50,12 +50,18 @@ public:
         buffer_.assign(per_thread_ * static_cast<std::size_t>(threads_), 0.0f);
     }
     float* thread_panel(int thread) { return buffer_.data() + per_thread_ * static_cast<std::size_t>(thread); }
-    std::size_t bytes() const { return buffer_.size() * sizeof(float) + bf16_.bytes(); }
+    std::size_t bytes() const { return (buffer_.size() + lanes_.size()) * sizeof(float) + bf16_.bytes(); }
     /// The bf16-rounded inputs of the bf16 products.
     Bf16Scratch& bf16() { return bf16_; }
+    /// `floats` cache-aligned floats for an input transposed into vector lanes.
+    float* lanes(std::size_t floats) {
+        if (lanes_.size() < floats) lanes_.assign(floats, 0.0f);
+        return lanes_.data();
+    }
 
 private:
     Bf16Scratch bf16_;
+    AlignedVector<float> lanes_;
     AlignedVector<float> buffer_;
     std::size_t per_thread_ = 0;
     int threads_ = 0;
@@ -242,6 +248,23 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-16
     // rows Eigen runs a small GEMM that first packs every weight panel).
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
+#ifdef CPX_HAVE_GEMV_AVX512
+        static_assert(gemv_max_rows <= 16, "the lane kernels hold one sequence per lane");
+        if (m >= avx512::lanes_min_rows<W>) {
+            // Sequences in the vector lanes: x transposed once (threads split the
+            // features), then the panels.
+            float* xt = scratch.lanes(static_cast<std::size_t>(avx512::lanes_scratch(in)));
+#pragma omp parallel if (panels > 1 && m * out * in > 32768)
+            {
+#pragma omp for schedule(static)
+                for (index_t i0 = 0; i0 < in; i0 += 64) avx512::lanes_transpose(x, xt, i0, std::min(in, i0 + 64));
+#pragma omp for schedule(static)
+                for (index_t p = 0; p < panels; ++p)
+                    avx512::gemv_lanes_nt(xt, in, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+            }
+            return;
+        }
+#endif
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_GEMV_AVX512
@@ -304,13 +327,8 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_GEMV_AVX512
-            if constexpr (std::is_same_v<W, bf16>) {
-                alignas(cache_line) float acc[avx512::nn_bf16_scratch(gemv_max_rows, nn_panel)];
-                avx512::gemv_rows_nn_bf16<gemv_max_rows>(x, w, y, p * pw, std::min(out, (p + 1) * pw),
-                                                         mode == Write::accumulate, acc);
-                continue;
-            } else if constexpr (std::is_same_v<W, float>) {
-                avx512::gemv_rows_nn_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+            if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+                avx512::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                 continue;
             }
 #endif
