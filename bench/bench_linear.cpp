@@ -120,53 +120,17 @@ cpu::AlignedVector<W>& weight_pool() {
     return pool;
 }
 
-/// `rows` rows (one per sequence of a decode step) through the projection: ours (threaded over
-/// output panels) or, for one fp32 row, Eigen's GEMV. The weights come from memory on every call,
-/// so the bound is their bytes at the read rate measured in this binary; GFLOP/s against the fp32
-/// FMA peak shows how close a batch comes to being compute-bound instead.
-template <class W>
-void decode(const Shape& s, index_t rows, int threads, bool eigen_baseline) {
-    const std::string variant = eigen_baseline ? std::string("eigen_gemv") : std::string(dtype_name<W>());
-    add(name_of(s, variant.c_str(), rows, threads), [=](benchmark::State& state) {
-        bench::set_threads(threads);
-        auto& pool = weight_pool<W>();
-        const std::size_t size = static_cast<std::size_t>(s.out * s.in);
-        const std::size_t copies = pool.size() / size;
-        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(rows * s.in), 1.0, 1);
-        std::vector<float> y(static_cast<std::size_t>(rows * s.out));
-        cpu::LinearScratch scratch;
-        std::size_t next = 0;
-        Work work;
-        work.tokens = static_cast<double>(rows);
-        work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
-        work.bytes = static_cast<double>(size * sizeof(W));
-        work.read_ceiling = bench::machine_read_gbps(threads);
-        if (rows > 1) work.fma_peak = bench::machine_fma_peak_gflops(threads);
-        bench::run(state, work, [&] {
-            const W* w = pool.data() + (next++ % copies) * size;
-            if constexpr (std::is_same_v<W, float>) {
-                if (eigen_baseline) {
-                    using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-                    Eigen::Map<Eigen::VectorXf>(y.data(), s.out).noalias() =
-                        Eigen::Map<const M>(w, s.out, s.in) * Eigen::Map<const Eigen::VectorXf>(x.data(), s.in);
-                    benchmark::DoNotOptimize(y.data());
-                    return;
-                }
-            }
-            cpu::linear<W>(cpu::rows_of(x.data(), rows, s.in), cpu::rows_of(w, s.out, s.in),
-                           cpu::rows_of(y.data(), rows, s.out), cpu::Write::overwrite, scratch);
-            benchmark::DoNotOptimize(y.data());
-        });
-    });
-}
+/// The few-row products of decode: nn.Linear weights (cpu::linear), the routed experts' input-major
+/// weights (cpu::matmul), or Eigen's GEMV as the one-row fp32 baseline.
+enum class Product { linear, matmul, eigen_gemv };
 
-/// The routed experts' products (input-major weights, cpu::matmul) for the few rows a decode step
-/// sends to one expert: the 187M model's gate_up [768 -> 1024] and down [512 -> 768].
+/// `rows` rows (one per sequence of a decode step) through an `in` -> `out` weight, threaded over
+/// output panels. The weights come from memory on every call, so the bound is their bytes at the
+/// read rate measured in this binary; GFLOP/s against the fp32 FMA peak shows how close a batch
+/// comes to being compute-bound instead.
 template <class W>
-void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads) {
-    const std::string full = std::string("matmul/") + name + "/" + dtype_name<W>() + "/tokens:" +
-                             std::to_string(rows) + "/threads:" + std::to_string(threads);
-    add(full, [=](benchmark::State& state) {
+void decode(const std::string& name, index_t in, index_t out, index_t rows, int threads, Product product) {
+    add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& pool = weight_pool<W>();
         const std::size_t size = static_cast<std::size_t>(out * in);
@@ -180,14 +144,38 @@ void expert_decode(const char* name, index_t in, index_t out, index_t rows, int 
         work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
         work.bytes = static_cast<double>(size * sizeof(W));
         work.read_ceiling = bench::machine_read_gbps(threads);
-        work.fma_peak = bench::machine_fma_peak_gflops(threads);
+        if (rows > 1) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         bench::run(state, work, [&] {
             const W* w = pool.data() + (next++ % copies) * size;
-            cpu::matmul<W>(cpu::rows_of(x.data(), rows, in), cpu::rows_of(w, in, out), cpu::rows_of(y.data(), rows, out),
-                           cpu::Write::overwrite, scratch);
+            const auto xr = cpu::rows_of(x.data(), rows, in);
+            const auto yr = cpu::rows_of(y.data(), rows, out);
+            if (product == Product::matmul) {
+                cpu::matmul<W>(xr, cpu::rows_of(w, in, out), yr, cpu::Write::overwrite, scratch);
+            } else if (product == Product::linear) {
+                cpu::linear<W>(xr, cpu::rows_of(w, out, in), yr, cpu::Write::overwrite, scratch);
+            } else if constexpr (std::is_same_v<W, float>) {
+                using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+                Eigen::Map<Eigen::VectorXf>(y.data(), out).noalias() =
+                    Eigen::Map<const M>(w, out, in) * Eigen::Map<const Eigen::VectorXf>(x.data(), in);
+            }
             benchmark::DoNotOptimize(y.data());
         });
     });
+}
+
+/// The projection `s` at decode sizes.
+template <class W>
+void decode(const Shape& s, index_t rows, int threads, Product product = Product::linear) {
+    const char* variant = product == Product::eigen_gemv ? "eigen_gemv" : dtype_name<W>();
+    decode<W>(name_of(s, variant, rows, threads), s.in, s.out, rows, threads, product);
+}
+
+/// A routed expert's product for the few rows a decode step sends to it.
+template <class W>
+void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads) {
+    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + "/tokens:" + std::to_string(rows) +
+                  "/threads:" + std::to_string(threads),
+              in, out, rows, threads, Product::matmul);
 }
 
 void register_all() {
@@ -203,16 +191,16 @@ void register_all() {
         for (index_t tokens : {512, 2048}) prefill_f32_packed(s, tokens, 2);
         prefill_f32_packed(s, 2048, 1);
         for (int threads : {1, 2}) {
-            decode<float>(s, 1, threads, true);
-            decode<float>(s, 1, threads, false);
-            decode<bf16>(s, 1, threads, false);
+            decode<float>(s, 1, threads, Product::eigen_gemv);
+            decode<float>(s, 1, threads);
+            decode<bf16>(s, 1, threads);
         }
         for (index_t rows : {4, 16}) {  // batched decode
-            decode<float>(s, rows, 2, false);
-            decode<bf16>(s, rows, 2, false);
+            decode<float>(s, rows, 2);
+            decode<bf16>(s, rows, 2);
         }
     }
-    for (index_t rows : {1, 4, 16}) {
+    for (index_t rows : {1, 4, 16}) {  // the 187M model's experts: gate_up [768 -> 1024], down [512 -> 768]
         expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2);
         expert_decode<bf16>("expert_gate_up/187M", 768, 1024, rows, 2);
         expert_decode<float>("expert_down/187M", 512, 768, rows, 2);

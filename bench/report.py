@@ -360,15 +360,17 @@ class Report:
                   "against the DRAM read rate, so it can exceed 100%.", "")
         self.emit(table(hdr(["GB/s", "of DRAM read"]), self.layer_rows(r"^(rmsnorm|layernorm|rope)/",
                                                                       ["GB_per_s", "frac_of_bandwidth"])), "")
-        self.emit("### Projections (`cpu::linear`)", "",
-                  "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`) against the "
-                  "memory read rate, weights rotating through 1 GiB of copies. `eigen_gemv` is Eigen's own "
+        self.emit("### Projections (`cpu::linear`, `cpu::matmul`)", "",
+                  "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`, and 4 or 16 "
+                  "rows for a batched step, against the FMA peak too) against the memory read rate, weights rotating "
+                  "through 1 GiB of copies. `matmul/expert_*` rows are a routed expert's input-major products at the "
+                  "rows a decode step sends it. `eigen_gemv` is Eigen's own "
                   "matrix-vector product (single-threaded in Eigen 3.4) on the same fp32 weights. PyTorch's bf16 "
                   "column is bf16 arithmetic, as ours is in the `bf16_compute` rows (weights packed once, against the "
                   "`vdpbf16ps` peak measured in the same binary; their \"of GEMM\" compares with Eigen's fp32 GEMM).", "")
-        self.emit(table(hdr(["GFLOP/s", "of GEMM", "of bf16 peak", "GB/s", "of read"]),
-                        self.layer_rows(r"^linear/", ["GFLOP_per_s", "frac_of_gemm", "frac_of_bf16_peak", "GB_per_s",
-                                                      "frac_of_bandwidth"])),
+        self.emit(table(hdr(["GFLOP/s", "of GEMM", "of bf16 peak", "of FMA peak", "GB/s", "of read"]),
+                        self.layer_rows(r"^(linear|matmul)/", ["GFLOP_per_s", "frac_of_gemm", "frac_of_bf16_peak",
+                                                               "frac_of_fma_peak", "GB_per_s", "frac_of_bandwidth"])),
                   "")
         self.emit("### Attention", "",
                   "`mu_gqa` is COMPLEXITY-DEEP's attention with the mu terms (input [a|mu], 2d wide); `gqa_no_mu` the "
