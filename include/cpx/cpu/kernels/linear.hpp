@@ -75,10 +75,12 @@ private:
 inline constexpr index_t gemv_max_rows = 16;
 
 /// Rows from which a product runs on the weight's packed copy when the user chose
-/// packed arithmetic (Compute::bf16, Compute::fp32_packed): batched decode of 9-16
-/// sequences is faster there with bf16 arithmetic (26 vs 33 ms for the 187M model
-/// at batch 16) and even with fp32 packing; fewer rows stay bound by reading the
-/// stored weights, where packing gains nothing.
+/// packed arithmetic (Compute::bf16, Compute::fp32_packed). With the lane kernels
+/// (docs/BF16.md "Batched decode", run D; 187M, batch 16) bf16 arithmetic is
+/// still faster there (21 vs 25 ms on bf16 weights); fp32 packing is level with
+/// the stored-weight lane kernels (35 vs 34 ms, within run-to-run spread), so it
+/// keeps the packed path for the same threshold. Fewer rows stay bound by reading
+/// the stored weights, where packing gains nothing.
 inline constexpr index_t packed_min_rows = 9;
 
 namespace detail {
