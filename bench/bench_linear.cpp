@@ -5,7 +5,9 @@
 //   against the memory read rate (and the FMA peak for several rows). The
 //   weights rotate through copies filling 1 GiB so every call reads them from
 //   memory, not from a cache that a benchmark loop would keep warm. Eigen's own
-//   matrix-vector product (single-threaded in Eigen 3.4) is the baseline.
+//   matrix-vector product (single-threaded in Eigen 3.4) is the baseline, and
+//   `*_portable` rows run the same decode products with the AVX-512 kernels
+//   switched off (cpu::VectorIsaLimit): what a CPU without AVX-512 gets.
 #include "bench_support.hpp"
 
 #include <cpx/cpu/kernels/gemm_f32_packed.hpp>
@@ -129,9 +131,11 @@ enum class Product { linear, matmul, eigen_gemv };
 /// read rate measured in this binary; GFLOP/s against the fp32 FMA peak shows how close a batch
 /// comes to being compute-bound instead.
 template <class W>
-void decode(const std::string& name, index_t in, index_t out, index_t rows, int threads, Product product) {
+void decode(const std::string& name, index_t in, index_t out, index_t rows, int threads, Product product,
+            cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
+        const cpu::VectorIsaLimit limit(isa);
         auto& pool = weight_pool<W>();
         const std::size_t size = static_cast<std::size_t>(out * in);
         const std::size_t copies = pool.size() / size;
@@ -165,17 +169,21 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
 
 /// The projection `s` at decode sizes.
 template <class W>
-void decode(const Shape& s, index_t rows, int threads, Product product = Product::linear) {
-    const char* variant = product == Product::eigen_gemv ? "eigen_gemv" : dtype_name<W>();
-    decode<W>(name_of(s, variant, rows, threads), s.in, s.out, rows, threads, product);
+void decode(const Shape& s, index_t rows, int threads, Product product = Product::linear,
+            cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
+    std::string variant = product == Product::eigen_gemv ? "eigen_gemv" : dtype_name<W>();
+    if (isa == cpu::VectorIsa::portable) variant += "_portable";
+    decode<W>(name_of(s, variant.c_str(), rows, threads), s.in, s.out, rows, threads, product, isa);
 }
 
 /// A routed expert's product for the few rows a decode step sends to it.
 template <class W>
-void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads) {
-    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + "/tokens:" + std::to_string(rows) +
+void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads,
+                   cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
+    const char* suffix = isa == cpu::VectorIsa::portable ? "_portable" : "";
+    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + suffix + "/tokens:" + std::to_string(rows) +
                   "/threads:" + std::to_string(threads),
-              in, out, rows, threads, Product::matmul);
+              in, out, rows, threads, Product::matmul, isa);
 }
 
 void register_all() {
@@ -199,6 +207,12 @@ void register_all() {
             decode<float>(s, rows, 2);
             decode<bf16>(s, rows, 2);
         }
+    }
+    for (index_t rows : {1, 16}) {  // the portable kernels, for the first projection
+        decode<float>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);
+        decode<bf16>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);
+        expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2, cpu::VectorIsa::portable);
+        expert_decode<bf16>("expert_gate_up/187M", 768, 1024, rows, 2, cpu::VectorIsa::portable);
     }
     for (index_t rows : {1, 4, 16}) {  // the 187M model's experts: gate_up [768 -> 1024], down [512 -> 768]
         expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2);

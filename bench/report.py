@@ -364,7 +364,8 @@ class Report:
                   "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`, and 4 or 16 "
                   "rows for a batched step, against the FMA peak too) against the memory read rate, weights rotating "
                   "through 1 GiB of copies. `matmul/expert_*` rows are a routed expert's input-major products at the "
-                  "rows a decode step sends it. `eigen_gemv` is Eigen's own "
+                  "rows a decode step sends it. `*_portable` rows run the same decode products with the AVX-512 "
+                  "kernels switched off (`cpu::VectorIsaLimit`), as on a CPU without AVX-512. `eigen_gemv` is Eigen's own "
                   "matrix-vector product (single-threaded in Eigen 3.4) on the same fp32 weights. PyTorch's bf16 "
                   "column is bf16 arithmetic, as ours is in the `bf16_compute` rows (weights packed once, against the "
                   "`vdpbf16ps` peak measured in the same binary; their \"of GEMM\" compares with Eigen's fp32 GEMM).", "")

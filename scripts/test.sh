@@ -2,9 +2,8 @@
 # Builds and runs the whole test suite, as CI does:
 #   1. release build (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU),
 #   2. every fuzz target of tests/fuzz for 12 s (scripts/fuzz.sh),
-#   3. AddressSanitizer + UBSan build of the same tests (generic x86-64 flags: the run-time
-#      dispatched bf16 kernels run where the CPU has them, the AVX-512 GEMV and attention kernels
-#      compiled for -march=native do not), then of the kernel tests with native flags.
+#   3. AddressSanitizer + UBSan build of the same tests (generic x86-64 flags: the AVX-512 and
+#      bf16 kernels are chosen at run time, so they run, sanitized, where the CPU has them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -47,10 +46,3 @@ cmake --build --preset asan -j "$jobs"
 # the router's run-time code is sanitized through test_router_algorithms and _properties).
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
 stage_end "sanitizer build and tests"
-
-echo "== sanitizer build with native CPU flags: the kernel tests, so the AVX-512 code is sanitized too"
-kernel_tests=(test_linear test_gemm_bf16 test_gemm_f32_packed test_causal_attention)
-cmake --preset asan-native
-cmake --build --preset asan-native -j "$jobs" --target "${kernel_tests[@]}"
-ctest --preset asan-native -j "$jobs" -R "^($(IFS='|'; echo "${kernel_tests[*]}"))\$"
-stage_end "native sanitizer build and kernel tests"

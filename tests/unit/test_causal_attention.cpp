@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "vector_isas.hpp"
 
 using namespace cpx;
 
@@ -139,32 +140,37 @@ TEST_CASE("packed attention products (fp32_packed, bf16) match the reference, fp
 TEST_CASE("decode-shaped calls (a few query rows per KV head) match the reference, fp32 and bf16 caches") {
     // One or two new rows against a long cache, head dims 32-192 and 3 or 4
     // query heads per KV head: the shapes of the dedicated decode kernel
-    // (AVX-512) and of its fallback, for both storage types.
+    // (AVX-512) and of its fallback, for both storage types; every kernel family
+    // the machine runs is checked.
     cpu::AttentionWorkspace ws;
-    for (Case c : {Case{12, 4, 64, 1, 511}, Case{16, 4, 64, 1, 300}, Case{8, 4, 128, 2, 77}, Case{6, 2, 192, 1, 40},
-                   Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{12, 4, 64, 2, 50}}) {
-        CAPTURE(c.heads);
-        CAPTURE(c.dim);
-        CAPTURE(c.rows);
-        CAPTURE(c.offset);
-        const index_t keys = c.offset + c.rows;
-        auto [q, k, v] = random_inputs(c, 21);
-        const float scale = 1.0f / std::sqrt(float(c.dim));
-        CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
+        for (Case c : {Case{12, 4, 64, 1, 511}, Case{16, 4, 64, 1, 300}, Case{8, 4, 128, 2, 77}, Case{6, 2, 192, 1, 40},
+                       Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{12, 4, 64, 2, 50}}) {
+            const cpu::VectorIsaLimit limit(isa);
+            CAPTURE(cpu::vector_isa_name(isa));
+            CAPTURE(c.heads);
+            CAPTURE(c.dim);
+            CAPTURE(c.rows);
+            CAPTURE(c.offset);
+            const index_t keys = c.offset + c.rows;
+            auto [q, k, v] = random_inputs(c, 21);
+            const float scale = 1.0f / std::sqrt(float(c.dim));
+            CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
 
-        std::vector<bf16> k16(k.size()), v16(v.size());
-        for (std::size_t i = 0; i < k.size(); ++i) {
-            k16[i] = bf16::from_float(k[i]);
-            v16[i] = bf16::from_float(v[i]);
-            k[i] = k16[i].to_float();
-            v[i] = v16[i].to_float();
+            std::vector<bf16> k16(k.size()), v16(v.size());
+            for (std::size_t i = 0; i < k.size(); ++i) {
+                k16[i] = bf16::from_float(k[i]);
+                v16[i] = bf16::from_float(v[i]);
+                k[i] = k16[i].to_float();
+                v[i] = v16[i].to_float();
+            }
+            auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
+            cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
+                                        cpu::packed_heads(k16.data(), keys, c.kv_heads, c.dim),
+                                        cpu::packed_heads(v16.data(), keys, c.kv_heads, c.dim),
+                                        cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
+            CHECK(testing::relative_error(out, reference_attention(c, q, k, v, scale)) < 1e-5);
         }
-        auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
-        cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
-                                    cpu::packed_heads(k16.data(), keys, c.kv_heads, c.dim),
-                                    cpu::packed_heads(v16.data(), keys, c.kv_heads, c.dim),
-                                    cpu::packed_heads(out.data(), c.rows, c.heads, c.dim), c.offset, scale, ws);
-        CHECK(testing::relative_error(out, reference_attention(c, q, k, v, scale)) < 1e-5);
     }
 }
 

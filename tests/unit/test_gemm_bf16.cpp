@@ -93,6 +93,14 @@ TEST_CASE("run-time CPU features are consistent") {
     if (f.amx_permitted) CHECK(f.amx_bf16);
     CHECK(cpu::bf16_level_available(cpu::Bf16Level::none));
     CHECK((cpu::best_bf16_level() == cpu::Bf16Level::none) == !f.avx512_bf16);
+    // The automatically chosen kernels: the machine's set, capped for a scope, restored after it.
+    CHECK((cpu::machine_vector_isa() == cpu::VectorIsa::avx512) == f.avx512f);
+    CHECK(cpu::vector_isa() == cpu::machine_vector_isa());
+    {
+        const cpu::VectorIsaLimit limit(cpu::VectorIsa::portable);
+        CHECK(cpu::vector_isa() == cpu::VectorIsa::portable);
+    }
+    CHECK(cpu::vector_isa() == cpu::machine_vector_isa());
 }
 
 TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 sources are copied exactly") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "vector_isas.hpp"
 
 using namespace cpx;
 
@@ -33,7 +34,7 @@ std::vector<W> stored(const std::vector<float>& w) {
 }
 
 template <class W>
-void check_layouts(int rows, int in, int out) {
+void check_layouts_now(int rows, int in, int out) {
     CAPTURE(rows);
     CAPTURE(in);
     CAPTURE(out);
@@ -59,6 +60,15 @@ void check_layouts(int rows, int in, int out) {
         CHECK(testing::relative_error(y, want) < 1e-5);
     }
 }
+
+template <class W>
+void check_layouts(int rows, int in, int out) {
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
+        const cpu::VectorIsaLimit limit(isa);
+        CAPTURE(cpu::vector_isa_name(isa));
+        check_layouts_now<W>(rows, in, out);
+    }
+}
 }  // namespace
 
 TEST_CASE("linear and matmul match the reference with fp32 weights for GEMV and GEMM row counts") {
@@ -80,6 +90,8 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // weights from avx512::lanes_min_rows: 5 rows for fp32, 10 for bf16) one row
     // per vector lane and the outputs in blocks of 8: these sizes leave
     // remainders in every direction and cover both sides of the lane thresholds.
+    // Every kernel family the machine runs (AVX-512 and portable) is checked.
+    const auto isas = testing::vector_isas();
     for (int rows : {1, 3, 4, 8, 11, 16})
         for (int in : {800, 1061})
             for (int out : {1027, 2050}) {
@@ -90,22 +102,25 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
                 const auto ws = stored<W>(testing::random_normal(out * in, 8 + out, 0.05f));
                 auto y0 = testing::random_normal(rows * out, 9);
                 cpu::LinearScratch scratch;
-                for (bool input_major : {false, true}) {
-                    CAPTURE(input_major);
-                    auto y = y0;
-                    const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
-                    if (input_major)
-                        cpu::matmul<W>(xr, Matrix<const W>(ws.data(), in, out), cpu::rows_of(y.data(), rows, out),
-                                       cpu::Write::accumulate, scratch);
-                    else
-                        cpu::linear<W>(xr, Matrix<const W>(ws.data(), out, in), cpu::rows_of(y.data(), rows, out),
-                                       cpu::Write::accumulate, scratch);
-                    auto want = reference(
-                        x, rows, in, out,
-                        [&](int o, int i) { return double(to_float(input_major ? ws[i * out + o] : ws[o * in + i])); },
-                        &y0);
-                    CHECK(testing::relative_error(y, want) < 1e-5);
-                }
+                for (cpu::VectorIsa isa : isas)
+                    for (bool input_major : {false, true}) {
+                        const cpu::VectorIsaLimit limit(isa);
+                        CAPTURE(cpu::vector_isa_name(isa));
+                        CAPTURE(input_major);
+                        auto y = y0;
+                        const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
+                        if (input_major)
+                            cpu::matmul<W>(xr, Matrix<const W>(ws.data(), in, out), cpu::rows_of(y.data(), rows, out),
+                                           cpu::Write::accumulate, scratch);
+                        else
+                            cpu::linear<W>(xr, Matrix<const W>(ws.data(), out, in), cpu::rows_of(y.data(), rows, out),
+                                           cpu::Write::accumulate, scratch);
+                        const auto weight = [&](int o, int i) {
+                            return double(to_float(input_major ? ws[i * out + o] : ws[o * in + i]));
+                        };
+                        auto want = reference(x, rows, in, out, weight, &y0);
+                        CHECK(testing::relative_error(y, want) < 1e-5);
+                    }
             }
 }
 

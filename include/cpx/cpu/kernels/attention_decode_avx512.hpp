@@ -12,9 +12,13 @@
 // by parity and interleaved at the end.
 //
 // Head dimensions must be multiples of 32 and at most max_decode_head_dim;
-// causal_attention.hpp falls back to the general path otherwise.
+// causal_attention.hpp falls back to the general path otherwise, and where
+// vector_isa() (cpu/runtime/vector_isa.hpp) is not AVX-512. Compiled by
+// function attribute on every x86 build.
 
-#if defined(__AVX512F__)
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
 #define CPX_HAVE_ATTENTION_DECODE_AVX512 1
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
@@ -26,6 +30,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/gemv_avx512.hpp"  // bf16_low_halves, bf16_high_halves
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512 {
 
@@ -59,7 +64,7 @@ inline constexpr FoldIndex fold_tables[4][2] = {{fold_index(8, false), fold_inde
 /// Sixteen vectors -> one vector of their sixteen lane sums, in order: a tree
 /// of permutes and adds, ~3 instructions per vector instead of a full
 /// horizontal reduction each.
-inline __m512 sum_lanes_16(__m512 (&v)[16]) {
+CPX_TARGET_AVX512 inline __m512 sum_lanes_16(__m512 (&v)[16]) {
     for (int level = 0, count = 16; level < 4; ++level, count /= 2) {
         const __m512i lo = _mm512_load_si512(fold_tables[level][0].lanes);
         const __m512i hi = _mm512_load_si512(fold_tables[level][1].lanes);
@@ -74,7 +79,7 @@ inline __m512 sum_lanes_16(__m512 (&v)[16]) {
 /// the dot product. even/odd: the query split by parity (bf16 keys) or the
 /// query itself in `even` (fp32 keys).
 template <class KV>
-__m512 key_partials(const KV* key, const float* even, const float* odd, int dim) {
+CPX_TARGET_AVX512 __m512 key_partials(const KV* key, const float* even, const float* odd, int dim) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     if constexpr (std::is_same_v<KV, float>) {
         for (int c = 0; c < dim; c += 32) {
@@ -96,7 +101,7 @@ __m512 key_partials(const KV* key, const float* even, const float* odd, int dim)
 /// s[i * s_stride + j] = q[i] . k[j] for i < rows, j < n. q: rows of `dim`
 /// floats, `q_stride` apart; key j starts at k + j * k_stride.
 template <class KV>
-void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
+CPX_TARGET_AVX512 void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
                    float* s, index_t s_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
     // bf16 keys: the queries split by parity, matching the halves of each key word.
@@ -126,7 +131,7 @@ void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, cons
 /// o[i] = sum_{j < n} p[i * p_stride + j] v[j] for i < rows; value j starts at
 /// v + j * v_stride; o rows are `dim` floats, `o_stride` apart.
 template <class KV>
-void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
+CPX_TARGET_AVX512 void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
     // 64 output dimensions per pass: rows x 4 accumulators stay in registers.

@@ -11,8 +11,7 @@
 
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
-
-#define CPX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512_tile {
 

@@ -24,8 +24,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/avx512_tile.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
-
-#define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512_BF16
 
 namespace cpx::cpu::avx512_bf16 {
 

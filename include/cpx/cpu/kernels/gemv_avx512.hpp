@@ -23,11 +23,14 @@
 // further row groups re-read the strip from L2, so weights come from memory once.
 //
 // Software prefetch keeps enough reads in flight for one core to approach the
-// read rate. The same fp32 products as the generic kernels, summed in another
-// order. Compiled only where the target has AVX-512F; linear.hpp falls back
-// otherwise.
+// read rate. The same fp32 products as the portable kernels, summed in another
+// order. Compiled for AVX-512 by function attribute on every x86 build;
+// linear.hpp calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows
+// and falls back to the portable kernels otherwise.
 
-#if defined(__AVX512F__)
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
 #define CPX_HAVE_GEMV_AVX512 1
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
@@ -40,6 +43,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512 {
 
@@ -60,8 +64,8 @@ inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
 constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 
-inline __m512 bf16_low_halves(__m512i words) { return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16)); }
-inline __m512 bf16_high_halves(__m512i words) {
+CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) { return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16)); }
+CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
     return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
@@ -84,7 +88,7 @@ void in_row_groups(index_t rows, Block&& block) {
 
 /// G input rows from m0 against weight rows [o, o + rows_here), rows_here <= 4.
 template <int G>
-void gemv_block_nt_f32(const StridedMatrix<const float>& x, index_t m0, const float* const* wr, int rows_here,
+CPX_TARGET_AVX512 void gemv_block_nt_f32(const StridedMatrix<const float>& x, index_t m0, const float* const* wr, int rows_here,
                        const StridedMatrix<float>& y, index_t o, bool accumulate, bool prefetch) {
     constexpr int R = 4;
     const index_t in = x.cols, body = in / 16 * 16;
@@ -116,7 +120,7 @@ void gemv_block_nt_f32(const StridedMatrix<const float>& x, index_t m0, const fl
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 rows.
-inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w,
+CPX_TARGET_AVX512 inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w,
                              const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
@@ -130,7 +134,7 @@ inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedM
 
 /// xt[16 i + m] = x[m, i] for the rows of x (at most 16), zero in the other lanes:
 /// the input of the lane kernels. Transposes features [i0, i1).
-inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
+CPX_TARGET_AVX512 inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
     for (index_t i = i0; i < i1; ++i) {
         float* lanes = xt + 16 * i;
         for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
@@ -142,7 +146,7 @@ namespace detail {
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
 /// against every lane of xt; adds or writes the rows of y.
 template <class W>
-void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
+CPX_TARGET_AVX512 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
                       const StridedMatrix<float>& y, bool accumulate) {
     constexpr int R = 8;
     const W* wr[R];
@@ -195,7 +199,7 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
 /// lanes_transpose made it (xt, 64-byte aligned) and y's rows those of x
 /// (at most 16); w: [out, in] fp32 or bf16 rows.
 template <class W>
-void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
+CPX_TARGET_AVX512 void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
                    index_t o1, bool accumulate) {
     for (index_t o = o0; o < o1; o += 8)
         detail::gemv_lanes_block(xt, in, w, o, static_cast<int>(std::min<index_t>(8, o1 - o)), y, accumulate);
@@ -212,7 +216,7 @@ inline constexpr int nn_max_group = std::is_same_v<W, float> ? 4 : 2;
 
 /// 16 weights from w as fp32, the lanes past `mask` zero (bf16: widened in registers).
 template <class W>
-inline __m512 load_widened(const W* w, __mmask16 mask) {
+CPX_TARGET_AVX512 inline __m512 load_widened(const W* w, __mmask16 mask) {
     if constexpr (std::is_same_v<W, float>) {
         return _mm512_maskz_loadu_ps(mask, w);
     } else {
@@ -224,7 +228,7 @@ inline __m512 load_widened(const W* w, __mmask16 mask) {
 /// G input rows from m0 against columns [j0, j0 + cols) of an input-major
 /// weight, cols <= 16 NB: G x NB accumulators over the whole input dimension.
 template <class W, int G>
-void gemv_block_nn(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const W>& w, index_t j0, int cols,
+CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const W>& w, index_t j0, int cols,
                    const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
     constexpr int NB = nn_strip_vectors<W>;
     __mmask16 mask[NB];
@@ -266,7 +270,7 @@ void gemv_block_nn(const StridedMatrix<const float>& x, index_t m0, const Stride
 /// Row groups after the first re-read their strip from L2, so the weights come
 /// from memory once.
 template <class W>
-void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
+CPX_TARGET_AVX512 void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
                   index_t o0, index_t o1, bool accumulate) {
     constexpr index_t strip = 16 * detail::nn_strip_vectors<W>;
     for (index_t j0 = o0; j0 < o1; j0 += strip) {
@@ -280,7 +284,7 @@ void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const
 namespace detail {
 /// Every input row against weight rows [o, o + R) (bf16): R read streams, 2R accumulators.
 template <int R>
-void gemv_block_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w, const StridedMatrix<float>& y,
+CPX_TARGET_AVX512 void gemv_block_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w, const StridedMatrix<float>& y,
                         index_t o, bool accumulate) {
     const index_t in = x.cols, body = in / 32 * 32;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -313,7 +317,7 @@ void gemv_block_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] bf16 rows.
-inline void gemv_rows_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
+CPX_TARGET_AVX512 inline void gemv_rows_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
                               const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     index_t o = o0;
     for (; o + 4 <= o1; o += 4) detail::gemv_block_nt_bf16<4>(x, w, y, o, accumulate);

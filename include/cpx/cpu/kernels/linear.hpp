@@ -17,6 +17,9 @@
 // products of packed_min_rows rows or more then run on it (cpu/kernels/gemm_bf16.hpp:
 // bf16 with fp32 sums; cpu/kernels/gemm_f32_packed.hpp: fp32); fewer rows (decode) keep
 // the kernels above, bound by reading the weights, where packing gains nothing.
+//
+// Few-row products run the AVX-512 kernels of cpu/kernels/gemv_avx512.hpp where
+// vector_isa() allows (chosen at run time), the portable loops below otherwise.
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
@@ -33,6 +36,7 @@
 #include "cpx/cpu/kernels/gemv_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"
 
 namespace cpx::cpu {
 
@@ -252,7 +256,8 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
 #ifdef CPX_HAVE_GEMV_AVX512
         static_assert(gemv_max_rows <= 16, "the lane kernels hold one sequence per lane");
-        if (m >= avx512::lanes_min_rows<W>) {
+        const bool avx512 = vector_isa() == VectorIsa::avx512;
+        if (avx512 && m >= avx512::lanes_min_rows<W>) {
             // Sequences in the vector lanes: x transposed once (threads split the
             // features), then the panels.
             float* xt = scratch.lanes(static_cast<std::size_t>(avx512::lanes_scratch(in)));
@@ -271,11 +276,15 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16>) {
-                avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                continue;
+                if (avx512) {
+                    avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    continue;
+                }
             } else if constexpr (std::is_same_v<W, float>) {
-                avx512::gemv_rows_nt_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                continue;
+                if (avx512) {
+                    avx512::gemv_rows_nt_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    continue;
+                }
             }
 #endif
             detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
@@ -326,12 +335,17 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         const index_t per_thread = (out + threads - 1) / threads;
         const index_t pw = std::min(nn_panel, std::max<index_t>(64, (per_thread + 15) / 16 * 16));
         const index_t panels = (out + pw - 1) / pw;
+#ifdef CPX_HAVE_GEMV_AVX512
+        const bool avx512 = vector_isa() == VectorIsa::avx512;
+#endif
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
-                avx512::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                continue;
+                if (avx512) {
+                    avx512::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    continue;
+                }
             }
 #endif
             alignas(cache_line) float acc[gemv_max_rows * nn_panel];

@@ -15,7 +15,8 @@
 // keys it sees) for our packed fp32 kernel or, for bf16, the vdpbf16ps kernel
 // (queries and softmax probabilities rounded to bf16, fp32 sums, fp32
 // softmax). Problems of 8 query rows or fewer (decode) keep the fp32 kernels
-// that read the cache in place.
+// that read the cache in place (cpu/kernels/attention_decode_avx512.hpp where
+// vector_isa() allows).
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
@@ -36,6 +37,7 @@
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"
 
 namespace cpx::cpu {
 
@@ -249,6 +251,9 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     // the largest blocks (latest rows, most keys) come first for the dynamic schedule.
     const auto blocks_of = [&](const AttentionProblem<KV>& p) { return (p.q.rows + block - 1) / block; };
     for (const auto& p : problems) total_items += blocks_of(p) * kv_heads;
+#ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
+    const bool avx512_decode = vector_isa() == VectorIsa::avx512;
+#endif
 
 #pragma omp parallel for schedule(dynamic, 1) if (total_items > 1 && work > 1e5)
     for (index_t item = 0; item < total_items; ++item) {
@@ -294,7 +299,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
         // Decode (a few stacked query rows): keys and values read once, from the
         // cache itself, bf16 widened in registers.
         if constexpr (std::is_same_v<KV, float> || std::is_same_v<KV, bf16>) {
-            if (avx512::decode_kernel_fits(m, dq, dv) && (std::is_same_v<KV, bf16> || m > 1)) {
+            if (avx512_decode && avx512::decode_kernel_fits(m, dq, dv) && (std::is_same_v<KV, bf16> || m > 1)) {
                 avx512::decode_scores(qg, dq, m, dq, k.head(0, kh), k.row_stride, n, s, ss);
                 normalise();
                 avx512::decode_values(s, ss, m, v.head(0, kh), v.row_stride, n, dv, o, dv);
