@@ -149,6 +149,34 @@ TEST_CASE("accumulating products add to strided sub-blocks and leave other colum
     CHECK(testing::relative_error(got, want) < 1e-5);
 }
 
+TEST_CASE_TEMPLATE("a weight with no inputs gives a zero product, or leaves an accumulated output alone", W, float,
+                   bf16) {
+    const int out = 70;
+    const std::vector<float> x(1, 0.0f);  // rows of zero features: any pointer will do
+    const std::vector<W> w(1);
+    for (cpu::VectorIsa isa : testing::vector_isas())
+        for (int rows : {1, 4, 16, 40})
+            for (bool input_major : {false, true})
+                for (cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
+                    const cpu::VectorIsaLimit limit(isa);
+                    CAPTURE(cpu::vector_isa_name(isa));
+                    CAPTURE(rows);
+                    CAPTURE(input_major);
+                    const auto y0 = testing::random_normal(rows * out, 3);
+                    auto y = y0;
+                    cpu::LinearScratch scratch;
+                    const StridedMatrix<const float> xr{x.data(), rows, 0, 0};
+                    if (input_major)
+                        cpu::matmul<W>(xr, StridedMatrix<const W>{w.data(), 0, out, out}, cpu::rows_of(y.data(), rows, out),
+                                       mode, scratch);
+                    else
+                        cpu::linear<W>(xr, StridedMatrix<const W>{w.data(), out, 0, 0}, cpu::rows_of(y.data(), rows, out),
+                                       mode, scratch);
+                    for (std::size_t i = 0; i < y.size(); ++i)
+                        REQUIRE(y[i] == (mode == cpu::Write::accumulate ? y0[i] : 0.0f));
+                }
+}
+
 TEST_CASE("products are bit-identical run to run") {
     const int rows = 1, in = 96, out = 1000;
     auto x = testing::random_normal(rows * in, 4);

@@ -21,6 +21,10 @@
 // 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
 // row, widened in registers) keeps its sums in registers over the whole input;
 // further row groups re-read the strip from L2, so weights come from memory once.
+// Its loops over the tile's rows and vectors are unrolled by pragma: GCC
+// otherwise kept the 16 accumulators on the stack, storing each on every input
+// (16 rows ran at a fifth of the FMA peak, 1.8x slower). The same pragma on the
+// nn.Linear kernels made them slower.
 //
 // Software prefetch keeps enough reads in flight for one core to approach the
 // read rate. The same fp32 products as the portable kernels, summed in another
@@ -232,14 +236,18 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
                    const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
     constexpr int NB = nn_strip_vectors<W>;
     __mmask16 mask[NB];
+#pragma GCC unroll 16
     for (int k = 0; k < NB; ++k) {
         const int c = cols - 16 * k;
         mask[k] = c >= 16 ? __mmask16(0xffff) : c <= 0 ? __mmask16(0) : __mmask16((1u << c) - 1);
     }
     const float* xr[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) xr[g] = x.row(m0 + g);
     __m512 acc[G][NB];
+#pragma GCC unroll 16
     for (auto& a : acc)
+#pragma GCC unroll 16
         for (auto& v : a) v = _mm512_setzero_ps();
     const index_t ahead = 8 * w.ld;  // eight weight rows ahead: the strip is strided in memory
     constexpr int lines = NB * 16 * static_cast<int>(sizeof(W)) / 64;
@@ -249,14 +257,19 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
             for (int k = 0; k < lines; ++k)
                 _mm_prefetch(reinterpret_cast<const char*>(wr + ahead) + 64 * k, _MM_HINT_T0);
         __m512 wv[NB];
+#pragma GCC unroll 16
         for (int k = 0; k < NB; ++k) wv[k] = load_widened(wr + 16 * k, mask[k]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) {
             const __m512 xv = _mm512_set1_ps(xr[g][i]);
+#pragma GCC unroll 16
             for (int k = 0; k < NB; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
         }
     }
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
         float* yr = y.row(m0 + g) + j0;
+#pragma GCC unroll 16
         for (int k = 0; k < NB; ++k) {
             __m512 v = acc[g][k];
             if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[k], yr + 16 * k));
