@@ -158,14 +158,14 @@ void register_all() {
         prefill<ComplexityDeep187M, float>("187M", b, t, 2);
     prefill<ComplexityDeep187M, float>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, float>("187M", 1, ctx, 2);
-    for (index_t batch : {4, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2);
+    for (index_t batch : {4, 8, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2);
     decode<ComplexityDeep187M, float>("187M", 16, 512, 2, cpu::Compute::fp32_packed);
     decode<ComplexityDeep187M, float>("187M", 1, 512, 1);
 
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 2);
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
-    for (index_t batch : {4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
+    for (index_t batch : {4, 8, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
     decode<ComplexityDeep187M, bf16>("187M", 16, 512, 2, cpu::Compute::bf16);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
 

@@ -64,7 +64,9 @@ inline constexpr index_t lanes_prefetch_bytes = 1024;
 /// weight and 16 rows plus the sums. Measured (Zen 5, 2 threads): fp32 weights
 /// gain from 5 rows (the 187M qkv_mu product alone gained from 3, but the
 /// whole model's batch-4 step lost 15% there); bf16 weights, which the lane
-/// kernel must widen per use, from 10.
+/// kernel must widen per use, from 10 (rechecked after the dot kernel learned
+/// to widen once per group of rows: at 8 sequences the model's step took
+/// 15.1-16.3 ms with the dot kernel, 16.7-17.1 with the lane kernel).
 template <class W>
 inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
