@@ -128,14 +128,15 @@ inline float read_all(const float* data, std::size_t n, int threads) {
     return total;
 }
 
-/// Sustained memory read rate, GB/s, over a 512 MiB buffer with `threads` threads.
+/// Sustained memory read rate, GB/s, over a 512 MiB buffer with `threads` threads,
+/// measured afresh on every call (best of 3, ~0.1 s): a shared machine's read
+/// rate moves by tens of percent from minute to minute, so each case measures
+/// its own ceiling just before it runs (and each repetition again), and
+/// `frac_of_bandwidth` compares the case with the machine of that moment.
 inline double machine_read_gbps(int threads) {
-    static std::map<int, double> cache;
-    if (auto it = cache.find(threads); it != cache.end()) return it->second;
-    const std::size_t n = (512ull << 20) / sizeof(float);
-    std::vector<float> buf(n, 1.0f);
-    const double s = best_seconds([&] { benchmark::DoNotOptimize(read_all(buf.data(), n, threads)); }, 5);
-    return cache[threads] = static_cast<double>(n * sizeof(float)) / s * 1e-9;
+    static const std::vector<float> buf((512ull << 20) / sizeof(float), 1.0f);
+    const double s = best_seconds([&] { benchmark::DoNotOptimize(read_all(buf.data(), buf.size(), threads)); }, 3);
+    return static_cast<double>(buf.size() * sizeof(float)) / s * 1e-9;
 }
 
 /// Sets the thread count of our OpenMP loops and of Eigen's GEMM together

@@ -214,7 +214,7 @@ class Report:
             "bytes the work must move; `frac_of_gemm` = GFLOP/s over Eigen's fp32 GEMM rate for the same "
             "products' shapes measured in the same binary at the same thread count (several products: their "
             "time-weighted combination); `frac_of_bandwidth` = GB/s over the memory read rate measured in the "
-            "same binary (512 MiB buffer), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
+            "same binary (512 MiB buffer, measured again just before each case and repetition), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
             "2 bytes. The PyTorch peer runs the same cases (names, shapes, threads) and is timed the same way "
             "(warm-up, repetitions, median).", "")
 
