@@ -94,48 +94,76 @@ void in_row_groups(index_t rows, Block&& block) {
     }
 }
 
-/// G input rows from m0 against weight rows [o, o + rows_here), rows_here <= 4.
-template <int G>
-CPX_TARGET_AVX512 void gemv_block_nt_f32(const StridedMatrix<const float>& x, index_t m0, const float* const* wr, int rows_here,
-                       const StridedMatrix<float>& y, index_t o, bool accumulate, bool prefetch) {
+/// G input rows from m0 against four weight rows wr (fp32 or bf16; a short last
+/// block repeats its last row, and only rows_here sums are stored): each chunk
+/// of the weights is loaded (bf16: and widened) once for all G rows, G x 4
+/// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
+/// against the inputs split by parity, even and odd summed into one accumulator.
+template <class W, int G>
+CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
+                                     const StridedMatrix<float>& y, index_t o, bool accumulate, bool prefetch) {
     constexpr int R = 4;
-    const index_t in = x.cols, body = in / 16 * 16;
+    constexpr index_t chunk = std::is_same_v<W, float> ? 16 : 32;
+    const index_t in = x.cols, body = in / chunk * chunk;
     const float* xr[G];
     for (int g = 0; g < G; ++g) xr[g] = x.row(m0 + g);
     __m512 acc[G][R];
     for (auto& a : acc)
         for (auto& v : a) v = _mm512_setzero_ps();
-    for (index_t i = 0; i < body; i += 16) {
-        __m512 wv[R];
-        for (int k = 0; k < R; ++k) {
-            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(wr[k] + i + prefetch_ahead_bytes / 4), _MM_HINT_T0);
-            wv[k] = _mm512_loadu_ps(wr[k] + i);
-        }
-        for (int g = 0; g < G; ++g) {
-            const __m512 xv = _mm512_loadu_ps(xr[g] + i);
-            for (int k = 0; k < R; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
+    for (index_t i = 0; i < body; i += chunk) {
+        if constexpr (std::is_same_v<W, float>) {
+            __m512 wv[R];
+            for (int k = 0; k < R; ++k) {
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(wr[k] + i + prefetch_ahead_bytes / 4), _MM_HINT_T0);
+                wv[k] = _mm512_loadu_ps(wr[k] + i);
+            }
+            for (int g = 0; g < G; ++g) {
+                const __m512 xv = _mm512_loadu_ps(xr[g] + i);
+                for (int k = 0; k < R; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
+            }
+        } else {
+            const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+            __m512 lo[R], hi[R];
+#pragma GCC unroll 16
+            for (int k = 0; k < R; ++k) {
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(wr[k] + i) + prefetch_ahead_bytes, _MM_HINT_T0);
+                const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
+                lo[k] = bf16_low_halves(words);
+                hi[k] = bf16_high_halves(words);
+            }
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) {
+                const __m512 x0 = _mm512_loadu_ps(xr[g] + i), x1 = _mm512_loadu_ps(xr[g] + i + 16);
+                const __m512 xe = _mm512_permutex2var_ps(x0, even, x1), xo = _mm512_permutex2var_ps(x0, odd, x1);
+#pragma GCC unroll 16
+                for (int k = 0; k < R; ++k)
+                    acc[g][k] = _mm512_fmadd_ps(hi[k], xo, _mm512_fmadd_ps(lo[k], xe, acc[g][k]));
+            }
         }
     }
     for (int g = 0; g < G; ++g) {
         float* yr = y.row(m0 + g) + o;
         for (int k = 0; k < rows_here; ++k) {
             float s = _mm512_reduce_add_ps(acc[g][k]);
-            for (index_t i = body; i < in; ++i) s += xr[g][i] * wr[k][i];
+            for (index_t i = body; i < in; ++i) s += xr[g][i] * to_float(wr[k][i]);
             yr[k] = accumulate ? yr[k] + s : s;
         }
     }
 }
 }  // namespace detail
 
-/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 rows.
-CPX_TARGET_AVX512 inline void gemv_rows_nt_f32(const StridedMatrix<const float>& x, const StridedMatrix<const float>& w,
-                             const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
+/// bf16 rows. Row groups after the first find the block's weight rows in L1.
+template <class W>
+CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
+                                    const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
-        const float* wr[4];  // a short last block repeats its last row; those sums are not stored
+        const W* wr[4];  // a short last block repeats its last row; those sums are not stored
         for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.ld;
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
-            detail::gemv_block_nt_f32<decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0);
+            detail::gemv_block_nt<W, decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate, m0 == 0);
         });
     }
 }
@@ -332,68 +360,6 @@ CPX_TARGET_AVX512 void gemv_rows_nn(const StridedMatrix<const float>& x, const S
             detail::gemv_block_nn<W, decltype(g)::value>(x, m0, w, j0, cols, y, accumulate, m0 == 0);
         });
     }
-}
-
-namespace detail {
-/// G input rows from m0 against weight rows [o, o + R) (bf16): R read streams,
-/// each 32-input chunk of the weights widened once for all G rows, G x R
-/// accumulators (even and odd inputs summed into the same one).
-template <int G, int R>
-CPX_TARGET_AVX512 void gemv_block_nt_bf16(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const bf16>& w,
-                                          const StridedMatrix<float>& y, index_t o, bool accumulate, bool prefetch) {
-    const index_t in = x.cols, body = in / 32 * 32;
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    const std::uint16_t* rows[R];
-    for (int k = 0; k < R; ++k) rows[k] = &w.data[(o + k) * w.ld].bits;
-    const float* xr[G];
-    for (int g = 0; g < G; ++g) xr[g] = x.row(m0 + g);
-    __m512 acc[G][R];
-#pragma GCC unroll 16
-    for (auto& a : acc)
-#pragma GCC unroll 16
-        for (auto& v : a) v = _mm512_setzero_ps();
-    for (index_t i = 0; i < body; i += 32) {
-        __m512 lo[R], hi[R];
-#pragma GCC unroll 16
-        for (int k = 0; k < R; ++k) {
-            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[k] + i + prefetch_ahead_bytes / 2), _MM_HINT_T0);
-            const __m512i words = _mm512_loadu_si512(rows[k] + i);
-            lo[k] = bf16_low_halves(words);
-            hi[k] = bf16_high_halves(words);
-        }
-#pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) {
-            const __m512 x0 = _mm512_loadu_ps(xr[g] + i), x1 = _mm512_loadu_ps(xr[g] + i + 16);
-            const __m512 xe = _mm512_permutex2var_ps(x0, even, x1), xo = _mm512_permutex2var_ps(x0, odd, x1);
-#pragma GCC unroll 16
-            for (int k = 0; k < R; ++k) acc[g][k] = _mm512_fmadd_ps(hi[k], xo, _mm512_fmadd_ps(lo[k], xe, acc[g][k]));
-        }
-    }
-    for (int g = 0; g < G; ++g) {
-        float* yr = y.row(m0 + g) + o;
-        for (int k = 0; k < R; ++k) {
-            const bf16* wr = w.data + (o + k) * w.ld;
-            float s = _mm512_reduce_add_ps(acc[g][k]);
-            for (index_t i = body; i < in; ++i) s += xr[g][i] * to_float(wr[i]);
-            yr[k] = accumulate ? yr[k] + s : s;
-        }
-    }
-}
-}  // namespace detail
-
-/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] bf16 rows.
-/// Row groups after the first find the block's weight rows in L1.
-CPX_TARGET_AVX512 inline void gemv_rows_nt_bf16(const StridedMatrix<const float>& x, const StridedMatrix<const bf16>& w,
-                                                const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
-    const auto block = [&]<int R>(index_t o) {
-        detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
-            detail::gemv_block_nt_bf16<decltype(g)::value, R>(x, m0, w, y, o, accumulate, m0 == 0);
-        });
-    };
-    index_t o = o0;
-    for (; o + 4 <= o1; o += 4) block.template operator()<4>(o);
-    for (; o < o1; ++o) block.template operator()<1>(o);  // the last rows, one at a time
 }
 
 }  // namespace cpx::cpu::avx512

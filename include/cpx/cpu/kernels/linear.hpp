@@ -275,14 +275,9 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
 #ifdef CPX_HAVE_GEMV_AVX512
-            if constexpr (std::is_same_v<W, bf16>) {
+            if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
                 if (avx512) {
-                    avx512::gemv_rows_nt_bf16(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                    continue;
-                }
-            } else if constexpr (std::is_same_v<W, float>) {
-                if (avx512) {
-                    avx512::gemv_rows_nt_f32(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    avx512::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                     continue;
                 }
             }
