@@ -16,8 +16,10 @@
 // caches use `max_batch` scratch slots of their own. A call whose new caches
 // find every slot held is refused with a clear InputError.
 // Sequences of different lengths run in one device call (packed rows). Calls
-// longer than the model's max_rows run as chunked prefill: up to max_rows /
-// batch tokens of every sequence per device call. Each call synchronises its
+// longer than the model's max_rows run as chunked prefill in rounds of up to
+// max_rows tokens shared among the sequences with tokens left
+// (models/chunk_plan.hpp), so short sequences pass their share on to long ones
+// and a call takes the fewest device calls. Each call synchronises its
 // stream once per chunk that returns logits; serving loops that stay on the
 // device use the GPU model itself.
 
@@ -34,6 +36,7 @@
 #include "cpx/cuda/runtime/check.cuh"
 #include "cpx/cuda/runtime/device_buffer.cuh"
 #include "cpx/cuda/runtime/graph.cuh"
+#include "cpx/models/chunk_plan.hpp"
 #include "cpx/models/logit_rows.cuh"
 #include "cpx/models/sequence_model.hpp"
 #include "cpx/models/slot_cache.hpp"
@@ -73,24 +76,24 @@ private:
         require<InputError>(B <= model_.max_batch(), "the GPU model was built for ", model_.max_batch(),
                             " sequences per call; this call has ", B);
         hold_slots_(caches);
-        std::size_t longest = 0;
         row_of_.assign(1, 0);  // each sequence's first row in the caller's LogitsAt::all rows
+        lengths_of_.clear();
         for (const Tokens& t : batch) {
-            longest = std::max(longest, t.size());
             row_of_.push_back(row_of_.back() + t.size());
+            lengths_of_.push_back(t.size());
         }
         const LogitRows which = at == LogitsAt::all ? LogitRows::all : LogitRows::last;
 
-        // Chunks of up to max_rows / B tokens per sequence (chunked prefill through the device cache).
-        const std::size_t chunk = std::max<std::size_t>(1, static_cast<std::size_t>(model_.max_rows() / B));
-        for (std::size_t begin = 0; begin < longest; begin += chunk) {
+        // Rounds of up to max_rows tokens (chunked prefill through the device cache).
+        done_.assign(batch.size(), 0);
+        count_.resize(batch.size());
+        while (next_chunk(lengths_of_, done_, static_cast<std::size_t>(model_.max_rows()), count_) > 0) {
             tokens_.clear();
             lengths_.resize(static_cast<std::size_t>(B));
             starts_.resize(static_cast<std::size_t>(B));
             bool returns_rows = false;
             for (std::size_t b = 0; b < batch.size(); ++b) {
-                const std::size_t from = std::min(begin, batch[b].size());
-                const std::size_t n = std::min(chunk, batch[b].size() - from);
+                const std::size_t from = done_[b], n = count_[b];
                 for (std::size_t j = 0; j < n; ++j) tokens_.push_back(static_cast<std::int32_t>(batch[b][from + j]));
                 lengths_[b] = static_cast<std::int32_t>(n);
                 starts_[b] = static_cast<std::int32_t>((caches.empty() ? 0 : caches[b]->length()) + from);
@@ -98,17 +101,19 @@ private:
             }
             model_.forward(blas_, tokens_, lengths_, starts_, slots_, logits_.data(), which, stream_);
             model_.check(stream_);  // waits for the stream; throws on an id or position the kernels refused
-            if (!returns_rows) continue;  // no logits rows from this chunk
-            // Device rows: sequence after sequence (lengths_); each lands straight in the caller's rows.
-            std::size_t device_row = 0;
-            for (std::size_t b = 0; b < batch.size(); ++b) {
-                const std::size_t n = static_cast<std::size_t>(lengths_[b]);
-                const std::size_t from = std::min(begin, batch[b].size());
-                if (at == LogitsAt::all && n > 0) download_rows_(logits, row_of_[b] + from, device_row, n);
-                else if (at == LogitsAt::last && n > 0 && from + n == batch[b].size()) download_rows_(logits, b, b, 1);
-                device_row += n;
+            if (returns_rows) {
+                // Device rows: sequence after sequence (lengths_); each lands straight in the caller's rows.
+                std::size_t device_row = 0;
+                for (std::size_t b = 0; b < batch.size(); ++b) {
+                    const std::size_t n = count_[b], from = done_[b];
+                    if (at == LogitsAt::all && n > 0) download_rows_(logits, row_of_[b] + from, device_row, n);
+                    else if (at == LogitsAt::last && n > 0 && from + n == batch[b].size())
+                        download_rows_(logits, b, b, 1);
+                    device_row += n;
+                }
+                CPX_CUDA_CHECK(cudaStreamSynchronize(stream_));
             }
-            CPX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+            for (std::size_t b = 0; b < batch.size(); ++b) done_[b] += count_[b];
         }
         for (std::size_t b = 0; b < caches.size(); ++b) caches[b]->advance(static_cast<index_t>(batch[b].size()));
     }
@@ -148,7 +153,7 @@ private:
     std::shared_ptr<SlotPool> pool_;  ///< the cache slots past the max_batch scratch slots
     DeviceBuffer<float> logits_;
     std::vector<std::int32_t> tokens_, lengths_, starts_, slots_;
-    std::vector<std::size_t> row_of_;
+    std::vector<std::size_t> row_of_, lengths_of_, done_, count_;
 };
 
 }  // namespace cpx::cuda
