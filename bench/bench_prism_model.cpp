@@ -24,20 +24,26 @@ using cpx::bench::shape_suffix;
 using cpx::bench::warm_once;
 using C = presets::PrismMini;
 
-/// One model per storage type, built on first use (PRISM-mini is ~200 MB in fp32).
-template <class W>
+/// One model per storage type and arithmetic, built on first use (PRISM-mini is ~200 MB in fp32).
+template <class W, cpu::Compute K = cpu::Compute::fp32>
 PrismModel<C, W, W>& model() {
-    static PrismModel<C, W, W> m(PrismWeights<C, W>::random(1));
+    static PrismModel<C, W, W> m(PrismWeights<C, W>::random(1), K);
     return m;
 }
 
-template <class W>
+/// Other arithmetic than fp32 is named .../compute:<name>/... as in bench_complexity_model.cpp
+/// (bf16 also against the vdpbf16ps peak, fp32_packed against the FMA peak); a case whose kernels
+/// this machine lacks is not registered.
+template <class W, cpu::Compute K = cpu::Compute::fp32>
 void prefill(index_t batch, index_t tokens, int threads) {
-    const std::string name =
-        std::string("model/prism/mini/") + dtype_name<W>() + shape_suffix("prefill", batch, "tokens", tokens, threads);
+    if (K == cpu::Compute::bf16 && cpu::best_bf16_level() == cpu::Bf16Level::none) return;
+    if (K == cpu::Compute::fp32_packed && !cpu::gemm_f32_packed_available()) return;
+    const std::string name = std::string("model/prism/mini/") + dtype_name<W>() +
+                             (K == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(K))) +
+                             shape_suffix("prefill", batch, "tokens", tokens, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model<W>();
+        auto& m = model<W, K>();
         bench::PrefillStep<PrismModel<C, W, W>, KVCache<C, W>> step(m, batch, tokens, C::vocab);
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch), n = b * t, d = C::hidden;
@@ -51,6 +57,8 @@ void prefill(index_t batch, index_t tokens, int threads) {
                                                  {n, double(C::mlp_width), d, L},
                                                  {n, d, double(C::mlp_width), L},
                                                  {b, double(C::vocab), d}});
+        if (K == cpu::Compute::bf16) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
+        if (K == cpu::Compute::fp32_packed) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         warm_once(name, step);
         bench::run(state, work, step);
     });
@@ -88,6 +96,11 @@ void register_all() {
     decode<float>(4, 512, 2);
     decode<float>(1, 512, 1);
     prefill<bf16>(1, 512, 2);
+    // The arithmetic OpenVINO and PyTorch 2 use for these weights (bench/python/openvino_peer.py).
+    for (int threads : {2, 1}) {
+        prefill<bf16, cpu::Compute::bf16>(1, 512, threads);
+        prefill<float, cpu::Compute::fp32_packed>(1, 512, threads);
+    }
     for (index_t ctx : {128, 512}) decode<bf16>(1, ctx, 2);
     decode<bf16>(1, 512, 1);
 }
