@@ -243,6 +243,15 @@ class Report:
                       "Every suite measures its own ceilings for its own shapes; these are the reference points.", "")
             self.emit(table(["what", "threads", "rate"], rows), "")
 
+    def fraction_row(self, label, cases, key, floor):
+        """A target row: every case's `key` fraction at least `floor`; median, best and worst."""
+        fr = {n: self.o(n, key) for n in cases}
+        worst, best = min(cases, key=fr.get), max(cases, key=fr.get)
+        met = [n for n in cases if fr[n] >= floor]
+        return (label, f"{len(met)} of {len(cases)}; median {fpct(statistics.median(fr.values()))}, best "
+                f"{fpct(fr[best])} (`{best}`), worst {fpct(fr[worst])} (`{worst}`)", verdict(len(met) == len(cases)),
+                f"worst short by {max(0, 100 * (floor - fr[worst])):.0f} points")
+
     def targets(self):
         self.emit("## Targets: the fp32 path", "")
         summary = []
@@ -250,27 +259,16 @@ class Report:
         # 1. GEMM-bound layers
         gemm_layers = [n for n in self.names(r"^(linear/.*/f32|mlp/(dense_swiglu|token_routed|learned_router|gelu)/)")
                        if params(n).get("tokens", 0) >= 512 and self.o(n, "frac_of_gemm") is not None]
-        fr = {n: self.o(n, "frac_of_gemm") for n in gemm_layers}
-        met = [n for n in gemm_layers if fr[n] >= 0.70]
         if gemm_layers:
-            worst = min(gemm_layers, key=lambda n: fr[n])
-            summary.append(("GEMM-bound layers (fp32 projections and MLPs, prefill) ≥ 70% of the GEMM rate",
-                            f"{len(met)} of {len(gemm_layers)} cases; median {fpct(statistics.median(fr.values()))}, "
-                            f"worst {fpct(fr[worst])} (`{worst}`)", verdict(len(met) == len(gemm_layers)),
-                            f"worst short by {max(0, 70 - 100 * fr[worst]):.0f} points"))
+            summary.append(self.fraction_row("GEMM-bound layers (fp32 projections and MLPs, prefill) ≥ 70% of the "
+                                             "GEMM rate", gemm_layers, "frac_of_gemm", 0.70))
         # 2. model prefill
         prefill = [n for n in self.names(r"^model/.*/prefill/") if self.o(n, "frac_of_gemm") is not None
                    and "/compute:bf16/" not in n
                    and params(n)["threads"] == 2]
         if prefill:
-            fr = {n: self.o(n, "frac_of_gemm") for n in prefill}
-            worst = min(prefill, key=lambda n: fr[n])
-            best = max(prefill, key=lambda n: fr[n])
-            ok = [n for n in prefill if fr[n] >= 0.5]
-            summary.append(("Whole-model prefill ≥ 50% of the GEMM rate (2 threads)",
-                            f"{len(ok)} of {len(prefill)}; best {fpct(fr[best])} (`{best}`), worst {fpct(fr[worst])} "
-                            f"(`{worst}`)", verdict(len(ok) == len(prefill)),
-                            f"worst short by {max(0, 50 - 100 * fr[worst]):.0f} points"))
+            summary.append(self.fraction_row("Whole-model prefill ≥ 50% of the GEMM rate (2 threads)", prefill,
+                                             "frac_of_gemm", 0.5))
         # 3. TR / dense
         ratios = []
         for n in self.names(r"^mlp/token_routed/384M/"):
@@ -358,13 +356,8 @@ class Report:
                    r"^model/complexity/(187M|384M)/bf16/prefill/", 1.25)
         layers = [n for n in self.names(r"^linear/.*/bf16_compute/") if self.o(n, "frac_of_bf16_peak") is not None]
         if layers:
-            fr = {n: self.o(n, "frac_of_bf16_peak") for n in layers}
-            worst = min(layers, key=lambda n: fr[n])
-            met = [n for n in layers if fr[n] >= 0.75]
-            summary.append(("GEMM-bound layers, bf16 arithmetic ≥ 75% of the `vdpbf16ps` peak",
-                            f"{len(met)} of {len(layers)}; median {fpct(statistics.median(fr.values()))}, worst "
-                            f"{fpct(fr[worst])} (`{worst}`)", verdict(len(met) == len(layers)),
-                            f"worst short by {max(0, 75 - 100 * fr[worst]):.0f} points"))
+            summary.append(self.fraction_row("GEMM-bound layers, bf16 arithmetic ≥ 75% of the `vdpbf16ps` peak",
+                                             layers, "frac_of_bf16_peak", 0.75))
         ratios_row("fp32 prefill ≥ 1.1 × OpenVINO fp32", self.ov, r"^model/complexity/(187M|384M)/f32/prefill/", 1.1)
         ratios_row("fp32 prefill ≥ 1.5 × PyTorch 2 fp32", self.torch2, r"^model/complexity/(187M|384M)/f32/prefill/",
                    1.5)
