@@ -34,10 +34,12 @@
 // read whatever the row length (a fixed 4 KiB along each row fell inside the
 // block being read for rows shorter than that: bf16 rows of 1,536 inputs are
 // 3 KiB); single-row products on bf16 weights gained 5-16%, fp32 ones were
-// level (Zen 5, 2 threads). The same fp32 products as the portable kernels, summed in another
-// order. Compiled for AVX-512 by function attribute on every x86 build;
-// linear.hpp calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows
-// and falls back to the portable kernels otherwise.
+// level (Zen 5, 2 threads). Tried there without gain: prefetching into L2
+// (T1, T2 hints) and blocks of eight weight rows for a single input row.
+// The same fp32 products as the portable kernels, summed in another order.
+// Compiled for AVX-512 by function attribute on every x86 build; linear.hpp
+// calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows and falls
+// back to the portable kernels otherwise.
 
 #include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
 
@@ -58,7 +60,7 @@
 
 namespace cpx::cpu::avx512 {
 
-/// The same for the lane kernels, which stream eight rows at once.
+/// How far ahead along each weight row the lane kernels prefetch (they stream eight rows at once).
 inline constexpr index_t lanes_prefetch_bytes = 1024;
 
 /// Rows from which nn.Linear products put the sequences in the vector lanes
