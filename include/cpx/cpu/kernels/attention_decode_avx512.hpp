@@ -101,7 +101,8 @@ CPX_TARGET_AVX512 __m512 key_partials(const KV* key, const float* even, const fl
 /// s[i * s_stride + j] = q[i] . k[j] for i < rows, j < n. q: rows of `dim`
 /// floats, `q_stride` apart; key j starts at k + j * k_stride.
 template <class KV>
-CPX_TARGET_AVX512 void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
+CPX_TARGET_AVX512
+void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
                    float* s, index_t s_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
     // bf16 keys: the queries split by parity, matching the halves of each key word.
@@ -131,7 +132,8 @@ CPX_TARGET_AVX512 void decode_scores(const float* q, index_t q_stride, index_t r
 /// o[i] = sum_{j < n} p[i * p_stride + j] v[j] for i < rows; value j starts at
 /// v + j * v_stride; o rows are `dim` floats, `o_stride` apart.
 template <class KV>
-CPX_TARGET_AVX512 void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
+CPX_TARGET_AVX512
+void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
     // 64 output dimensions per pass: rows x 4 accumulators stay in registers.

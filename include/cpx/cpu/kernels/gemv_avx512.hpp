@@ -77,7 +77,9 @@ inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
 constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 
-CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) { return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16)); }
+CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+}
 CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
     return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
@@ -192,7 +194,8 @@ namespace detail {
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
 /// against every lane of xt; adds or writes the rows of y.
 template <class W>
-CPX_TARGET_AVX512 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
+CPX_TARGET_AVX512
+void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
                       const StridedMatrix<float>& y, bool accumulate) {
     constexpr int R = 8;
     const W* wr[R];
@@ -245,8 +248,9 @@ CPX_TARGET_AVX512 void gemv_lanes_block(const float* xt, index_t in, const Strid
 /// lanes_transpose made it (xt, 64-byte aligned) and y's rows those of x
 /// (at most 16); w: [out, in] fp32 or bf16 rows.
 template <class W>
-CPX_TARGET_AVX512 void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, index_t o0,
-                   index_t o1, bool accumulate) {
+CPX_TARGET_AVX512
+void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
+                   index_t o0, index_t o1, bool accumulate) {
     for (index_t o = o0; o < o1; o += 8)
         detail::gemv_lanes_block(xt, in, w, o, static_cast<int>(std::min<index_t>(8, o1 - o)), y, accumulate);
 }
@@ -325,7 +329,8 @@ CPX_TARGET_AVX512 inline void store_strip(__m512 (&acc)[NB], float* yr, int cols
 /// weight, cols <= 16 NB: G x NB accumulators over the whole input dimension.
 template <class W, int G>
 CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const W>& w,
-                                     index_t j0, int cols, const StridedMatrix<float>& y, bool accumulate, bool prefetch) {
+                                     index_t j0, int cols, const StridedMatrix<float>& y, bool accumulate,
+                                     bool prefetch) {
     constexpr int NB = nn_strip_vectors<W>;
     const float* xr[G];
 #pragma GCC unroll 16
@@ -361,7 +366,8 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
 /// Row groups after the first re-read their strip from L2, so the weights come
 /// from memory once.
 template <class W>
-CPX_TARGET_AVX512 void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
+CPX_TARGET_AVX512
+void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
                   index_t o0, index_t o1, bool accumulate) {
     constexpr index_t strip = 16 * detail::nn_strip_vectors<W>;
     for (index_t j0 = o0; j0 < o1; j0 += strip) {
