@@ -114,19 +114,22 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
 }
 
 /// Bytes one decode step reads (model_counts.hpp), with the distinct experts of the batch's tokens'
-/// routes (layer 0's table).
+/// routes (layer 0's table); under bf16 arithmetic the products read the bf16 packs, whatever the
+/// stored type.
 template <ComplexityConfigType C, class W>
-double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int64_t> next, index_t context) {
+double decode_bytes(const ComplexityModel<C, W, W>& m, std::span<const std::int64_t> next, index_t context,
+                    cpu::Compute compute) {
     std::set<int> experts;
     if constexpr (C::mlp == MlpKind::token_routed)
         for (std::int64_t t : next)
             for (int r = 0; r < C::top_k; ++r) experts.insert(m.weights().routing(0).expert_of(t, r));
     return decode_step_bytes<C>(static_cast<int>(experts.size()), static_cast<count_t>(next.size()), context,
+                                compute == cpu::Compute::bf16 ? 2 : static_cast<int>(sizeof(W)),
                                 static_cast<int>(sizeof(W)));
 }
 
-/// Batched decode steps of packed_min_rows sequences or more run their products on the packed
-/// kernels under fp32_packed or bf16 arithmetic (as prefill does); single-sequence steps do not.
+/// Under bf16 arithmetic every decode step runs its products on the bf16 packs; under fp32_packed,
+/// steps of cpu::packed_f32_min_rows sequences or more run on the fp32 packs (as prefill does).
 template <ComplexityConfigType C, class W>
 void decode(const std::string& preset, index_t batch, index_t context, int threads,
             cpu::Compute compute = cpu::Compute::fp32) {
@@ -142,7 +145,7 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
         Work work;
         work.tokens = static_cast<double>(batch);
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
-        work.bytes = decode_bytes<C, W>(m, step.next, context);
+        work.bytes = decode_bytes<C, W>(m, step.next, context, compute);
         work.read_ceiling = bench::machine_read_gbps(threads);
         warm_once(name, step);
         bench::run(state, work, step);
@@ -166,8 +169,11 @@ void register_all() {
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
     for (index_t batch : {4, 8, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
-    decode<ComplexityDeep187M, bf16>("187M", 16, 512, 2, cpu::Compute::bf16);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
+    // Decode under bf16 arithmetic: the products read the bf16 packs (fp32 weights too).
+    for (index_t batch : {1, 4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2, cpu::Compute::bf16);
+    decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1, cpu::Compute::bf16);
+    for (index_t batch : {1, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2, cpu::Compute::bf16);
 
     // bf16 arithmetic (bf16 weights, products in bf16 with fp32 sums): the comparison with
     // OpenVINO's and PyTorch's bf16 inference.
@@ -187,6 +193,7 @@ void register_all() {
     prefill<ComplexityDeep384M, float>("384M", 1, 512, 2);
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, float>("384M", 1, ctx, 2);
     for (index_t ctx : {512, 2048}) decode<ComplexityDeep384M, bf16>("384M", 1, ctx, 2);
+    decode<ComplexityDeep384M, bf16>("384M", 1, 512, 2, cpu::Compute::bf16);
     for (int threads : {2, 1}) prefill<ComplexityDeep384M, bf16>("384M", 1, 512, threads, cpu::Compute::bf16);
     prefill<ComplexityDeep384M, float>("384M", 1, 512, 1);
     for (int threads : {2, 1}) prefill<ComplexityDeep384M, float>("384M", 1, 512, threads, cpu::Compute::fp32_packed);

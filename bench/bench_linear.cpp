@@ -122,9 +122,18 @@ cpu::AlignedVector<W>& weight_pool() {
     return pool;
 }
 
-/// The few-row products of decode: nn.Linear weights (cpu::linear), the routed experts' input-major
-/// weights (cpu::matmul), or Eigen's GEMV as the one-row fp32 baseline.
-enum class Product { linear, matmul, eigen_gemv };
+/// The few-row products of decode: nn.Linear weights (cpu::linear), the same on bf16 packs (bf16
+/// arithmetic, which decode runs under Compute::bf16), the routed experts' input-major weights
+/// (cpu::matmul), or Eigen's GEMV as the one-row fp32 baseline.
+enum class Product { linear, linear_bf16_packed, matmul, eigen_gemv };
+
+/// bf16 packs of one [out, in] weight filling 1 GiB, like weight_pool's copies.
+std::vector<cpu::PackedWeight> packed_pool(index_t out, index_t in) {
+    const auto w = bench::normal_vector<float>(static_cast<std::size_t>(out * in), 0.02, 2);
+    const auto one = cpu::PackedWeight::pack(cpu::rows_of<const float>(w.data(), out, in), cpu::WeightOrientation::out_in,
+                                             cpu::Compute::bf16);
+    return std::vector<cpu::PackedWeight>(std::max<std::size_t>(1, (std::size_t{1} << 30) / one.bytes()), one);
+}
 
 /// `rows` rows (one per sequence of a decode step) through an `in` -> `out` weight, threaded over
 /// output panels. The weights come from memory on every call, so the bound is their bytes at the
@@ -138,7 +147,8 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
         const cpu::VectorIsaLimit limit(isa);
         auto& pool = weight_pool<W>();
         const std::size_t size = static_cast<std::size_t>(out * in);
-        const std::size_t copies = pool.size() / size;
+        const auto packs = product == Product::linear_bf16_packed ? packed_pool(out, in) : std::vector<cpu::PackedWeight>{};
+        const std::size_t copies = packs.empty() ? pool.size() / size : packs.size();
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(rows * in), 1.0, 1);
         std::vector<float> y(static_cast<std::size_t>(rows * out));
         cpu::LinearScratch scratch;
@@ -146,14 +156,17 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
         Work work;
         work.tokens = static_cast<double>(rows);
         work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
-        work.bytes = static_cast<double>(size * sizeof(W));
+        work.bytes = static_cast<double>(size * (packs.empty() ? sizeof(W) : 2));
         work.read_ceiling = bench::machine_read_gbps(threads);
         if (rows > 1) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         bench::run(state, work, [&] {
-            const W* w = pool.data() + (next++ % copies) * size;
+            const std::size_t copy = next++ % copies;
+            const W* w = pool.data() + (packs.empty() ? copy : 0) * size;
             const auto xr = cpu::rows_of(x.data(), rows, in);
             const auto yr = cpu::rows_of(y.data(), rows, out);
-            if (product == Product::matmul) {
+            if (product == Product::linear_bf16_packed) {
+                cpu::linear<W>(xr, cpu::rows_of(w, out, in), yr, cpu::Write::overwrite, scratch, &packs[copy]);
+            } else if (product == Product::matmul) {
                 cpu::matmul<W>(xr, cpu::rows_of(w, in, out), yr, cpu::Write::overwrite, scratch);
             } else if (product == Product::linear) {
                 cpu::linear<W>(xr, cpu::rows_of(w, out, in), yr, cpu::Write::overwrite, scratch);
@@ -171,7 +184,9 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
 template <class W>
 void decode(const Shape& s, index_t rows, int threads, Product product = Product::linear,
             cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
-    std::string variant = product == Product::eigen_gemv ? "eigen_gemv" : dtype_name<W>();
+    std::string variant = product == Product::eigen_gemv           ? "eigen_gemv"
+                          : product == Product::linear_bf16_packed ? "bf16_compute"
+                                                                   : dtype_name<W>();
     if (isa == cpu::VectorIsa::portable) variant += "_portable";
     decode<W>(name_of(s, variant.c_str(), rows, threads), s.in, s.out, rows, threads, product, isa);
 }
@@ -202,6 +217,7 @@ void register_all() {
             decode<float>(s, 1, threads, Product::eigen_gemv);
             decode<float>(s, 1, threads);
             decode<bf16>(s, 1, threads);
+            if (cpu::best_bf16_level() != cpu::Bf16Level::none) decode<float>(s, 1, threads, Product::linear_bf16_packed);
         }
         for (index_t rows : {4, 16}) {  // batched decode
             decode<float>(s, rows, 2);

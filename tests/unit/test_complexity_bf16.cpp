@@ -72,14 +72,25 @@ TEST_CASE("bf16 arithmetic with bf16-stored weights: the packs are the stored va
     CHECK(relative_error(model.forward(tokens), reference_logits<C>(ref, tokens)) < 3e-2);
 }
 
-TEST_CASE("bf16 arithmetic leaves few-row calls (decode) on the stored weights, and can be switched off") {
+TEST_CASE("bf16 arithmetic covers few-row calls (decode), fp32_packed leaves them on the stored weights; both switch off") {
     using C = presets::TinyComplexity;
     if (!have_bf16_level()) return;
     const auto weights = test_weights<C>(11);
+    const auto ref = reference_weights(weights);
     ComplexityModel<C> fp32(weights);
     ComplexityModel<C> model(weights, cpu::Compute::bf16);
-    const auto few = random_tokens(cpu::packed_min_rows - 1, C::vocab, 12);
-    CHECK(model.forward(few) == fp32.forward(few));
+    for (const index_t rows : {index_t{1}, index_t{2}, cpu::packed_f32_min_rows - 1}) {
+        CAPTURE(rows);
+        const auto few = random_tokens(static_cast<std::size_t>(rows), C::vocab, 12 + static_cast<std::uint64_t>(rows));
+        const auto got = model.forward(few);
+        CHECK(got != fp32.forward(few));  // the bf16 kernel ran
+        CHECK(relative_error(got, reference_logits<C>(ref, few)) < 3e-2);
+    }
+    if (have_packed_fp32()) {
+        ComplexityModel<C> packed(weights, cpu::Compute::fp32_packed);
+        const auto few = random_tokens(static_cast<std::size_t>(cpu::packed_f32_min_rows - 1), C::vocab, 19);
+        CHECK(packed.forward(few) == fp32.forward(few));
+    }
     const auto many = random_tokens(30, C::vocab, 13);
     CHECK(model.forward(many) != fp32.forward(many));
     model.set_compute(cpu::Compute::fp32);
@@ -98,7 +109,7 @@ TEST_CASE("bf16 arithmetic through the KV cache: a bf16 prefill, then decode ste
     const auto want = reference_logits<C>(ref, tokens);
     KVCache<C> cache(64);
     std::vector<float> got(tokens.size() * C::vocab);
-    const std::size_t prompt = 30;  // one bf16 prefill, then 6 decode steps on the stored weights
+    const std::size_t prompt = 30;  // one bf16 prefill, then 6 decode steps, in bf16 too
     model.extend(cache, std::span(tokens).first(prompt), LogitsAt::all, cpu::rows_of(got.data(), prompt, C::vocab));
     for (std::size_t i = prompt; i < tokens.size(); ++i)
         model.extend(cache, std::span(tokens).subspan(i, 1), LogitsAt::all,

@@ -182,6 +182,28 @@ TEST_CASE("bf16 product: the same result on one thread and on all, and after the
     check_against_references(x, w, all, m, k, n, n, 0, nullptr);
 }
 
+TEST_CASE("bf16 product: one row (a decode step) is split over the threads by the weights it reads") {
+    // A one-row product has few outputs but a whole weight to read: threads_for counts both.
+    const int all = cpu::max_threads();
+    CHECK(cpu::panel_gemm::threads_for(1, 64, 64) == 1);
+    CHECK(cpu::panel_gemm::threads_for(1, 768, 768) == std::min(all, 2));
+    CHECK(cpu::panel_gemm::threads_for(1, 4608, 1536) == std::min(all, 27));
+    CHECK(cpu::panel_gemm::threads_for(512, 768, 16) == std::min(all, 96));
+    if (!have_avx512_bf16()) return;
+    const int k = 1537, n = 700;  // 700 x 1537 weights: every thread of a two-core machine takes panels
+    const auto x = testing::random_normal(static_cast<std::size_t>(k), 41);
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 42, 0.05f);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    cpu::Bf16Scratch scratch;
+    std::vector<float> threaded = testing::poisoned<float>(n), one = threaded;
+    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(threaded.data(), 1, n), false, scratch);
+    testing::on_one_thread([&] {
+        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(one.data(), 1, n), false, scratch);
+    });
+    CHECK(threaded == one);
+    check_against_references(x, w, threaded, 1, k, n, n, 0, nullptr);
+}
+
 TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
     const auto w = testing::random_normal(8 * 4, 1);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in);

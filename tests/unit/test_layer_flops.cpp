@@ -91,6 +91,8 @@ TEST_CASE("decode bytes: the active parameters a step reads (not the last mu pro
         CHECK(decode_step_bytes<C>(1, 0, 0, 4) == 4.0 * double(active_parameters<C>() - unused_mu));
         const double kv = 3.0 * C::layers * 2 * C::kv_width * 100 * 2;  // 3 sequences, 100 positions, bf16
         CHECK(decode_step_bytes<C>(1, 3, 100, 2) - decode_step_bytes<C>(1, 0, 0, 2) == kv);
+        // bf16 packs of fp32 weights beside an fp32 cache: the matrices at 2 bytes, the cache at 4.
+        CHECK(decode_step_bytes<C>(1, 3, 100, 2, 4) - decode_step_bytes<C>(1, 0, 0, 2) == 2 * kv);
     };
     check(ComplexityDeep187M{});
     check(ComplexityNoMu177M{});

@@ -177,12 +177,14 @@ constexpr count_t head_flops_per_token() { return 2 * count_t{C::vocab} * C::hid
 /// `context` cached positions: every matrix the step multiplies (the routed
 /// experts of `distinct_experts` different experts among the batch's tokens;
 /// the dense MLP otherwise; the tied head; the mu projections but the last
-/// layer's, which is never consumed), stored with `weight_bytes` per value,
-/// the fp32 norm and mu vectors, and the K and V caches read, stored like the
-/// weights. With fp32 weights and no cache it is 4 bytes per active parameter
-/// but the last layer's unused mu projection.
+/// layer's, which is never consumed), read with `weight_bytes` per value,
+/// the fp32 norm and mu vectors, and the K and V caches read, stored with
+/// `cache_bytes` per value (the stored weights' type; bf16 arithmetic reads bf16
+/// packs of fp32 weights beside an fp32 cache). With fp32 weights and no cache it
+/// is 4 bytes per active parameter but the last layer's unused mu projection.
 template <ComplexityConfigType C>
-constexpr double decode_step_bytes(int distinct_experts, count_t sequences, count_t context, int weight_bytes) {
+constexpr double decode_step_bytes(int distinct_experts, count_t sequences, count_t context, int weight_bytes,
+                                   int cache_bytes) {
     static_assert(C::mlp == MlpKind::token_routed || C::mlp == MlpKind::dense_swiglu,
                   "decode bytes are counted for token-routed and dense models");
     static_assert(C::attention == AttentionKind::mu_gqa, "decode bytes are counted for mu-guided GQA attention");
@@ -195,8 +197,14 @@ constexpr double decode_step_bytes(int distinct_experts, count_t sequences, coun
     if constexpr (C::use_mu) matrices += (L - 1) * d * d;
     // Norm weights (2 per layer, q/k norms, the final one) and the mu vectors (per layer, mu_init).
     const double vectors = (L * (2 * d + 2.0 * C::head_dim + (C::use_mu ? d : 0)) + d + (C::use_mu ? d : 0)) * 4;
-    const double kv = double(sequences) * L * 2 * C::kv_width * double(context) * weight_bytes;
+    const double kv = double(sequences) * L * 2 * C::kv_width * double(context) * cache_bytes;
     return matrices * weight_bytes + vectors + kv;
+}
+
+/// The same with the cache stored like the weights.
+template <ComplexityConfigType C>
+constexpr double decode_step_bytes(int distinct_experts, count_t sequences, count_t context, int weight_bytes) {
+    return decode_step_bytes<C>(distinct_experts, sequences, context, weight_bytes, weight_bytes);
 }
 
 }  // namespace cpx

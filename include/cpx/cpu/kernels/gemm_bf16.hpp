@@ -90,7 +90,7 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
     std::uint16_t* a = scratch.rows(m, lda);
     const index_t panels = b.panels();
-    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         const int t = thread_index(), team = team_size();

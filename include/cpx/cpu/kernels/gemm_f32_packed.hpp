@@ -52,7 +52,7 @@ inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsVie
     namespace k = avx512_f32;
     constexpr index_t block_depth = 128;  // a panel's block: 64 columns x 128 x 4 bytes = 32 KiB, in L1
     const index_t panels = b.panels();
-    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n));
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, depth));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth, k::tile_rows,
                              [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {

@@ -14,9 +14,9 @@
 //
 // A weight may also come with a packed copy (cpu/kernels/packed_panels.hpp), which a
 // model makes when the user chooses Compute::bf16 or Compute::fp32_packed:
-// products of packed_min_rows rows or more then run on it (cpu/kernels/gemm_bf16.hpp:
-// bf16 with fp32 sums; cpu/kernels/gemm_f32_packed.hpp: fp32); fewer rows (decode) keep
-// the kernels above, bound by reading the weights, where packing gains nothing.
+// products then run on it (cpu/kernels/gemm_bf16.hpp: bf16 with fp32 sums, every call;
+// cpu/kernels/gemm_f32_packed.hpp: fp32, calls of packed_f32_min_rows rows or more);
+// fewer rows on fp32 packs (decode) keep the kernels above, bound by reading the weights.
 //
 // Few-row products run the AVX-512 kernels of cpu/kernels/gemv_avx512.hpp where
 // vector_isa() allows (chosen at run time), the portable loops below otherwise.
@@ -79,13 +79,21 @@ private:
 inline constexpr index_t gemv_max_rows = 16;
 
 /// Rows from which a product runs on the weight's packed copy when the user chose
-/// packed arithmetic (Compute::bf16, Compute::fp32_packed). With the lane kernels
-/// (docs/BF16.md "Batched decode", run D; 187M, batch 16) bf16 arithmetic is
-/// still faster there (21 vs 25 ms on bf16 weights); fp32 packing is level with
-/// the stored-weight lane kernels (35 vs 34 ms, within run-to-run spread), so it
-/// keeps the packed path for the same threshold. Fewer rows stay bound by reading
-/// the stored weights, where packing gains nothing.
-inline constexpr index_t packed_min_rows = 9;
+/// packed arithmetic. bf16 packs (Compute::bf16) take every call, decode steps
+/// included: one vdpbf16ps per weight pair reads half the bytes of fp32 weights and
+/// needs no widening of bf16 ones, so a batch-1 step comes closer to the read rate
+/// (docs/BF16.md "bf16 arithmetic in decode"). fp32 packs (Compute::fp32_packed)
+/// take calls of 9 rows or more: fewer rows read the same bytes either way, and the
+/// stored-weight kernels are level there. With the lane kernels (docs/BF16.md
+/// "Batched decode", run D; 187M, batch 16) fp32 packing was level with them
+/// (35 vs 34 ms, within run-to-run spread), so it keeps that threshold.
+inline constexpr index_t packed_bf16_min_rows = 1;
+inline constexpr index_t packed_f32_min_rows = 9;
+
+/// The rows from which a call runs on `packed`.
+inline index_t packed_min_rows(const PackedWeight& packed) {
+    return packed.bf16() ? packed_bf16_min_rows : packed_f32_min_rows;
+}
 
 namespace detail {
 using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -218,7 +226,7 @@ namespace detail {
 template <class W>
 bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
                 const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
-    if (!packed || x.rows < packed_min_rows) return false;
+    if (!packed || x.rows < packed_min_rows(*packed)) return false;
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
                         "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
@@ -232,7 +240,7 @@ bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W
 /// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
 /// range of a wider matrix: its rows are w.ld apart). `packed`: w packed
 /// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of at
-/// least packed_min_rows rows.
+/// least packed_min_rows(*packed) rows.
 template <class W>
 void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {

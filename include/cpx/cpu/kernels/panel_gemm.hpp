@@ -21,9 +21,11 @@ namespace cpx::cpu::panel_gemm {
 inline constexpr index_t block_rows = 192;  // a multiple of every kernel's tile rows
 inline constexpr index_t block_panels = 4;
 
-/// Threads for an [m x n] output: all, but none idle on tiny products (4096 outputs each at least).
-inline int threads_for(index_t m, index_t n) {
-    return static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096)));
+/// Threads for an [m x n] output over k inputs: all, but none idle on tiny products. A thread
+/// pays for itself with 4096 outputs or 256 Ki weights to read: a one-row product (decode) is
+/// bound by reading its [k x n] weight, which two threads split even when it has few outputs.
+inline int threads_for(index_t m, index_t n, index_t k) {
+    return static_cast<int>(std::min<index_t>(max_threads(), std::max<index_t>(1, m * n / 4096 + n * k / 262144)));
 }
 
 /// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.

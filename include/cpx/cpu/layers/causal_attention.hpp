@@ -54,8 +54,8 @@ concept AttentionObserver =
     std::same_as<F, NoAttentionObserver> || std::invocable<const F&, int, index_t, const float*, index_t>;
 
 /// Query rows of a problem above which its products run on packed keys and values;
-/// fewer (decode steps) keep the kernels that read the cache in place, as the
-/// projections keep the stored weights below linear.hpp's packed_min_rows.
+/// fewer (decode steps) keep the kernels that read the cache in place: packing the
+/// keys and values of a step would read the cache once more to use it once.
 inline constexpr index_t attention_packed_max_plain_rows = 8;
 
 /// Query rows per work block: the `groups` heads sharing a KV head are stacked,

@@ -1,5 +1,5 @@
 #pragma once
-// The arithmetic of a model's prefill-sized products, the user's choice
+// The arithmetic of a model's matrix products, the user's choice
 // (docs/BF16.md, docs/PERFORMANCE.md):
 //   fp32         stored weights, Eigen's products (no extra memory; the default)
 //   fp32_packed  fp32 arithmetic on weights packed once into panels for our
@@ -7,7 +7,8 @@
 //                prefill, 4 bytes per matrix element on top of the weights
 //   bf16         bf16 inputs, fp32 sums, on weights packed once as bf16 panels
 //                (2 bytes per matrix element on top of the weights)
-// Few-row products (decode) read the stored weights whatever the choice.
+// bf16 covers every product, decode included; under fp32_packed, products of
+// up to 8 rows (decode) read the stored weights (cpu/kernels/linear.hpp).
 
 #include <cstdint>
 #include <string_view>
