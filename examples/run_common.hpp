@@ -154,12 +154,11 @@ void apply_compute(Model& model, const Options& o) {
         std::printf("arithmetic: %s requested, but this CPU (%s: %s) lacks its instructions: fp32\n", chosen.c_str(),
                     cpu.model.c_str(), cpu.summary().c_str());
     else if (model.compute_runs() == Compute::bf16)
-        std::printf("arithmetic: bf16 products with fp32 sums over many tokens (%s kernels; packed weights %.1f MB); "
-                    "decode steps read the stored weights\n",
+        std::printf("arithmetic: bf16 products with fp32 sums, prefill and decode (%s kernels; packed weights "
+                    "%.1f MB)\n",
                     std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.packed_bytes() / 1e6);
     else
-        std::printf("arithmetic: fp32 products over many tokens on packed weights (AVX-512 kernel; %.1f MB); "
-                    "decode steps read the stored weights\n",
+        std::printf("arithmetic: fp32 products on packed weights, prefill and decode (AVX-512 kernel; %.1f MB)\n",
                     model.packed_bytes() / 1e6);
 }
 

@@ -79,7 +79,7 @@ Options parse(int argc, char** argv, const std::string& program) {
     app.add_option("--dtype", dtype, "storage of the weight matrices")
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     app.add_option("--compute", o.compute,
-                   "arithmetic of the products over many tokens, with either --dtype: fp32 (stored weights); "
+                   "arithmetic of the matrix products, with either --dtype: fp32 (stored weights); "
                    "fp32_packed (fp32 on weights packed once for the AVX-512 kernel, +4 bytes per weight); bf16 "
                    "(bf16 inputs, fp32 sums, needs AVX512_BF16, +2 bytes per weight). Missing instructions: fp32 "
                    "runs (docs/BF16.md)")

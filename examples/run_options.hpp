@@ -27,7 +27,7 @@ struct Options {
     int generate = 16;
     cpx::SamplingParams sampling;
     bool bf16 = false;
-    std::string compute = "fp32";  ///< --compute: arithmetic of prefill-sized products
+    std::string compute = "fp32";  ///< --compute: arithmetic of the matrix products
     std::string device = "cpu";    ///< --device cpu|cuda
     int threads = 0;
     std::string dump_logits;

@@ -72,31 +72,29 @@ TEST_CASE("bf16 arithmetic with bf16-stored weights: the packs are the stored va
     CHECK(relative_error(model.forward(tokens), reference_logits<C>(ref, tokens)) < 3e-2);
 }
 
-TEST_CASE("bf16 arithmetic covers few-row calls (decode), fp32_packed leaves them on the stored weights; both switch off") {
+TEST_CASE("packed arithmetic covers few-row calls (decode) too, and can be switched off") {
     using C = presets::TinyComplexity;
-    if (!have_bf16_level()) return;
     const auto weights = test_weights<C>(11);
     const auto ref = reference_weights(weights);
     ComplexityModel<C> fp32(weights);
-    ComplexityModel<C> model(weights, cpu::Compute::bf16);
-    for (const index_t rows : {index_t{1}, index_t{2}, cpu::packed_f32_min_rows - 1}) {
-        CAPTURE(rows);
-        const auto few = random_tokens(static_cast<std::size_t>(rows), C::vocab, 12 + static_cast<std::uint64_t>(rows));
-        const auto got = model.forward(few);
-        CHECK(got != fp32.forward(few));  // the bf16 kernel ran
-        CHECK(relative_error(got, reference_logits<C>(ref, few)) < 3e-2);
+    for (const auto& [compute, bound] : {std::pair{cpu::Compute::bf16, 3e-2}, std::pair{cpu::Compute::fp32_packed, 1e-4}}) {
+        CAPTURE(cpu::compute_name(compute));
+        if (compute == cpu::Compute::bf16 ? !have_bf16_level() : !have_packed_fp32()) continue;
+        ComplexityModel<C> model(weights, compute);
+        for (const std::size_t rows : {1, 2, 8}) {
+            CAPTURE(rows);
+            const auto few = random_tokens(rows, C::vocab, 12 + rows);
+            const auto got = model.forward(few);
+            CHECK(got != fp32.forward(few));  // the packed kernel ran
+            CHECK(relative_error(got, reference_logits<C>(ref, few)) < bound);
+        }
+        const auto many = random_tokens(30, C::vocab, 13);
+        CHECK(model.forward(many) != fp32.forward(many));
+        model.set_compute(cpu::Compute::fp32);
+        CHECK(model.packed_bytes() == 0);
+        CHECK(model.bf16_level() == cpu::Bf16Level::none);
+        CHECK(model.forward(many) == fp32.forward(many));
     }
-    if (have_packed_fp32()) {
-        ComplexityModel<C> packed(weights, cpu::Compute::fp32_packed);
-        const auto few = random_tokens(static_cast<std::size_t>(cpu::packed_f32_min_rows - 1), C::vocab, 19);
-        CHECK(packed.forward(few) == fp32.forward(few));
-    }
-    const auto many = random_tokens(30, C::vocab, 13);
-    CHECK(model.forward(many) != fp32.forward(many));
-    model.set_compute(cpu::Compute::fp32);
-    CHECK(model.packed_bytes() == 0);
-    CHECK(model.bf16_level() == cpu::Bf16Level::none);
-    CHECK(model.forward(many) == fp32.forward(many));
 }
 
 TEST_CASE("bf16 arithmetic through the KV cache: a bf16 prefill, then decode steps, match the reference") {

@@ -190,6 +190,54 @@ TEST_CASE("products are bit-identical run to run") {
     for (int o = 0; o < out; ++o) CHECK(a[o] == b[o]);
 }
 
+TEST_CASE("a packed copy is what every call reads, one row to many, both layouts, both modes") {
+    // The pack is made from the negated weights, so a result equal to -reference shows the
+    // pack ran and the stored weight was not read. fp32 packs: fp32 sums (1e-5, as above);
+    // bf16 packs round x and w to bf16 (2^-8 each, random in sign: ~3e-3 measured).
+    std::vector<std::pair<cpu::Compute, double>> computes;
+    if (cpu::gemm_f32_packed_available()) computes.emplace_back(cpu::Compute::fp32_packed, 1e-5);
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.emplace_back(cpu::Compute::bf16, 2e-2);
+    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    const int in = 67, out = 300;
+    const auto w = testing::random_normal(out * in, 7, 0.1f);  // [out, in]
+    std::vector<float> negated(w.size()), negated_t(w.size()), w_t(w.size());  // _t: [in, out]
+    for (int o = 0; o < out; ++o)
+        for (int i = 0; i < in; ++i) {
+            negated[o * in + i] = negated_t[i * out + o] = -w[o * in + i];
+            w_t[i * out + o] = w[o * in + i];
+        }
+    cpu::LinearScratch scratch;
+    for (const auto& [compute, bound] : computes) {
+        CAPTURE(cpu::compute_name(compute));
+        const auto nn = cpu::PackedWeight::pack(cpu::rows_of<const float>(negated.data(), out, in),
+                                                cpu::WeightOrientation::out_in, compute);
+        const auto io = cpu::PackedWeight::pack(cpu::rows_of<const float>(negated_t.data(), in, out),
+                                                cpu::WeightOrientation::in_out, compute);
+        for (int rows : {1, 2, 5, 8, 9, 17}) {
+            CAPTURE(rows);
+            const auto x = testing::random_normal(rows * in, 300 + rows);
+            const auto initial = testing::random_normal(rows * out, 400 + rows);
+            const auto want = reference(x, rows, in, out, [&](int o, int i) { return -double(w[o * in + i]); });
+            const auto want_acc = reference(x, rows, in, out, [&](int o, int i) { return -double(w[o * in + i]); },
+                                            &initial);
+            auto y = testing::poisoned<float>(rows * out);
+            cpu::linear<float>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const float>(w.data(), out, in),
+                               cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch, &nn);
+            CHECK(testing::relative_error(y, want) < bound);
+            y = initial;
+            cpu::matmul<float>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const float>(w_t.data(), in, out),
+                               cpu::rows_of(y.data(), rows, out), cpu::Write::accumulate, scratch, &io);
+            CHECK(testing::relative_error(y, want_acc) < bound);
+        }
+        // A pack of another shape than the weight it stands for is refused.
+        std::vector<float> x(in), y(out - 1);
+        CHECK_THROWS_AS(cpu::linear<float>(cpu::rows_of<const float>(x.data(), 1, in),
+                                           Matrix<const float>(w.data(), out - 1, in), cpu::rows_of(y.data(), 1, out - 1),
+                                           cpu::Write::overwrite, scratch, &nn),
+                        ShapeError);
+    }
+}
+
 TEST_CASE("products reject mismatched shapes") {
     std::vector<float> buf(256);
     cpu::LinearScratch scratch;

@@ -13,10 +13,12 @@
 // thread; it reads each weight exactly once.
 //
 // A weight may also come with a packed copy (cpu/kernels/packed_panels.hpp), which a
-// model makes when the user chooses Compute::bf16 or Compute::fp32_packed:
-// products then run on it (cpu/kernels/gemm_bf16.hpp: bf16 with fp32 sums, every call;
-// cpu/kernels/gemm_f32_packed.hpp: fp32, calls of packed_f32_min_rows rows or more);
-// fewer rows on fp32 packs (decode) keep the kernels above, bound by reading the weights.
+// model makes when the user chooses Compute::bf16 or Compute::fp32_packed: every
+// product, decode steps included, then runs on it (cpu/kernels/gemm_bf16.hpp: bf16
+// with fp32 sums; cpu/kernels/gemm_f32_packed.hpp: fp32) and never reads the stored
+// weight. For decode the packed kernels beat the kernels below (docs/BF16.md "Decode
+// on the packs"): bf16 reads half of fp32's bytes with one vdpbf16ps per weight pair,
+// and the fp32 panels stream 64 outputs per input where the GEMVs below read rows.
 //
 // Few-row products run the AVX-512 kernels of cpu/kernels/gemv_avx512.hpp where
 // vector_isa() allows (chosen at run time), the portable loops below otherwise.
@@ -71,29 +73,12 @@ private:
     int threads_ = 0;
 };
 
-/// Rows up to which a product is split over output features (a threaded GEMV
-/// reading each weight once from memory) instead of going to Eigen's threaded
-/// GEMM or a packed kernel: decode steps of up to 16 sequences. Above eight
+/// Rows up to which a product on the stored weights is split over output features
+/// (a threaded GEMV reading each weight once from memory) instead of going to
+/// Eigen's threaded GEMM: decode steps of up to 16 sequences. Above eight
 /// rows Eigen packed every weight panel per call and ran 2.7-3.9x slower than
 /// reading the weights (187M, batch 16; docs/BF16.md "Batched decode").
 inline constexpr index_t gemv_max_rows = 16;
-
-/// Rows from which a product runs on the weight's packed copy when the user chose
-/// packed arithmetic. bf16 packs (Compute::bf16) take every call, decode steps
-/// included: one vdpbf16ps per weight pair reads half the bytes of fp32 weights and
-/// needs no widening of bf16 ones, so a batch-1 step comes closer to the read rate
-/// (docs/BF16.md "bf16 arithmetic in decode"). fp32 packs (Compute::fp32_packed)
-/// take calls of 9 rows or more: fewer rows read the same bytes either way, and the
-/// stored-weight kernels are level there. With the lane kernels (docs/BF16.md
-/// "Batched decode", run D; 187M, batch 16) fp32 packing was level with them
-/// (35 vs 34 ms, within run-to-run spread), so it keeps that threshold.
-inline constexpr index_t packed_bf16_min_rows = 1;
-inline constexpr index_t packed_f32_min_rows = 9;
-
-/// The rows from which a call runs on `packed`.
-inline index_t packed_min_rows(const PackedWeight& packed) {
-    return packed.bf16() ? packed_bf16_min_rows : packed_f32_min_rows;
-}
 
 namespace detail {
 using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -222,11 +207,11 @@ void check_product(const char* what, const StridedMatrix<const float>& x, const 
 }  // namespace detail
 
 namespace detail {
-/// Runs the product on the packed copy when one is given and the call has enough rows.
+/// Runs the product on the packed copy when one is given.
 template <class W>
 bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
                 const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
-    if (!packed || x.rows < packed_min_rows(*packed)) return false;
+    if (!packed) return false;
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
                         "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
@@ -239,8 +224,7 @@ bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W
 
 /// y (=|+=) x . w^T with w [out, in] in nn.Linear layout (w may be a column
 /// range of a wider matrix: its rows are w.ld apart). `packed`: w packed
-/// (WeightOrientation::out_in) for the chosen arithmetic, used for calls of at
-/// least packed_min_rows(*packed) rows.
+/// (WeightOrientation::out_in) for the chosen arithmetic, used instead of w.
 template <class W>
 void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, const StridedMatrix<float>& y, Write mode,
             LinearScratch& scratch, const PackedWeight* packed = nullptr) {

@@ -1,14 +1,14 @@
 #pragma once
 // The arithmetic of a model's matrix products, the user's choice
-// (docs/BF16.md, docs/PERFORMANCE.md):
+// (docs/BF16.md):
 //   fp32         stored weights, Eigen's products (no extra memory; the default)
 //   fp32_packed  fp32 arithmetic on weights packed once into panels for our
 //                AVX-512 kernel: the same values up to summation order, faster
 //                prefill, 4 bytes per matrix element on top of the weights
 //   bf16         bf16 inputs, fp32 sums, on weights packed once as bf16 panels
 //                (2 bytes per matrix element on top of the weights)
-// bf16 covers every product, decode included; under fp32_packed, products of
-// up to 8 rows (decode) read the stored weights (cpu/kernels/linear.hpp).
+// Both packed choices cover every product, decode steps included
+// (cpu/kernels/linear.hpp); decode attention reads the KV cache as stored.
 
 #include <cstdint>
 #include <string_view>

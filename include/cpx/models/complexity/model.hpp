@@ -20,9 +20,9 @@
 // which may then be destroyed) and starts with no observers attached.
 //
 // Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed pack a
-// copy of the matrices (models/complexity/packs.hpp) and run prefill-sized
-// products on it, in bf16 with fp32 sums or in fp32 (cpu/runtime/compute.hpp,
-// docs/BF16.md), where the CPU has the instructions.
+// copy of the matrices (models/complexity/packs.hpp) and run every product on
+// it, decode steps included, in bf16 with fp32 sums or in fp32
+// (cpu/runtime/compute.hpp, docs/BF16.md), where the CPU has the instructions.
 
 #include <algorithm>
 #include <cstdint>

@@ -1,12 +1,11 @@
 #pragma once
 // The packed copies of a COMPLEXITY-DEEP model's matrices for Compute::bf16
-// or Compute::fp32_packed (cpu/runtime/compute.hpp, docs/BF16.md): every matrix that
-// prefill-sized products read, packed once into panels (cpu/kernels/packed_panels.hpp)
-// and attached to the layers' weight views, so those products run on the
-// packed kernels. Norms, the residual stream, softmax, RoPE and mu's clamps
-// stay fp32; few-row products (decode) read the stored weights as before. The
-// packs cost 2 (bf16) or 4 (fp32) bytes per matrix element on top of the
-// stored weights.
+// or Compute::fp32_packed (cpu/runtime/compute.hpp, docs/BF16.md): every matrix the
+// model multiplies, packed once into panels (cpu/kernels/packed_panels.hpp) and
+// attached to the layers' weight views, so every product, decode steps included,
+// runs on the packed kernels. Norms, the residual stream, softmax, RoPE and mu's
+// clamps stay fp32. The packs cost 2 (bf16) or 4 (fp32) bytes per matrix element
+// on top of the stored weights.
 
 #include <cstddef>
 #include <vector>

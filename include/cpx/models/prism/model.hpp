@@ -16,7 +16,7 @@
 // observers attached.
 //
 // Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed run
-// prefill-sized products on packed copies of the matrices
+// every product on packed copies of the matrices
 // (models/prism/packs.hpp, docs/BF16.md), rebuilt after mutable access to the
 // weights.
 
