@@ -171,7 +171,8 @@ void register_all() {
     for (index_t batch : {4, 8, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     // Decode under bf16 arithmetic: the products read the bf16 packs (fp32 weights too).
-    for (index_t batch : {1, 4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2, cpu::Compute::bf16);
+    for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2, cpu::Compute::bf16);
+    for (index_t batch : {4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2, cpu::Compute::bf16);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1, cpu::Compute::bf16);
     for (index_t batch : {1, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2, cpu::Compute::bf16);
 
