@@ -181,9 +181,12 @@ void register_all() {
     for (index_t t : {512, 2048})
         for (int threads : {2, 1}) prefill<ComplexityDeep187M, bf16>("187M", 1, t, threads, cpu::Compute::bf16);
 
-    // fp32 on packed weights: the comparison with OpenVINO's and PyTorch's fp32 inference.
+    // fp32 on packed weights: the comparison with OpenVINO's and PyTorch's fp32 inference (PyTorch also
+    // runs the short prompt and the batch of four).
     for (index_t t : {512, 2048})
         for (int threads : {2, 1}) prefill<ComplexityDeep187M, float>("187M", 1, t, threads, cpu::Compute::fp32_packed);
+    for (auto [b, t] : {std::pair<index_t, index_t>{1, 128}, {4, 512}})
+        prefill<ComplexityDeep187M, float>("187M", b, t, 2, cpu::Compute::fp32_packed);
     prefill<ComplexityDeep187M, float>("187M", 1, 2048, 1);
 
     // run1 dense baseline.
