@@ -144,6 +144,50 @@ TEST_CASE("sparse expert dispatch equals running every expert on every row and m
     CHECK(relative_error(sparse, dense) < 1e-6);
 }
 
+TEST_CASE_TEMPLATE("decode-sized dispatch runs the experts side by side, with the one-thread result", W, float, bf16) {
+    // Up to 16 (row, route) pairs over at least as many experts as threads: one expert per thread
+    // at a time, each product on one thread with its own scratch. Every output is still summed by
+    // one thread in the same order, so the result equals the one-thread call bit for bit; with
+    // bf16 packs the inputs are rounded in the scratch, which a shared one would garble.
+    using C = Routed;
+    const auto stored = convert_weights<W>(test_weights<C>(26));
+    const cpu::ExpertWeights<W> plain = stored.experts(0);
+    std::vector<cpu::PackedWeight> gate_up, down;
+    for (int e = 0; e < C::experts; ++e) {
+        gate_up.push_back(cpu::PackedWeight::pack(plain.gate_up_of(e), cpu::WeightOrientation::in_out, cpu::Compute::bf16));
+        down.push_back(cpu::PackedWeight::pack(plain.down_of(e), cpu::WeightOrientation::in_out, cpu::Compute::bf16));
+    }
+    const cpu::ExpertWeights<W> packed = [&] {
+        cpu::ExpertWeights<W> p = plain;
+        p.gate_up_packed = gate_up.data();
+        p.down_packed = down.data();
+        return p;
+    }();
+    const bool have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
+    for (const auto& [rows, routes] : {std::pair{2, 2}, std::pair{4, 1}, std::pair{7, 2}, std::pair{16, 1}}) {
+        CAPTURE(rows);
+        CAPTURE(routes);
+        const auto x = random_normal(rows * C::hidden, 30 + rows);
+        std::vector<std::int32_t> expert;
+        for (int p = 0; p < rows * routes; ++p) expert.push_back((p + p / routes) % C::experts);  // every expert busy
+        std::vector<float> scale(expert.size());
+        for (std::size_t p = 0; p < scale.size(); ++p) scale[p] = 0.25f + 0.5f * static_cast<float>(p % 3);
+        for (const cpu::ExpertWeights<W>* w : {&plain, &packed}) {
+            if (w == &packed && !have_bf16) continue;
+            CAPTURE(w == &packed);
+            auto run = [&] {
+                std::vector<float> out = random_normal(rows * C::hidden, 40);
+                cpu::ExpertDispatch<W> dispatch;
+                dispatch.forward(*w, cpu::rows_of<const float>(x.data(), rows, C::hidden), routes, expert, scale,
+                                 cpu::rows_of(out.data(), rows, C::hidden));
+                return out;
+            };
+            const auto threaded = run();
+            CHECK(threaded == testing::on_one_thread(run));
+        }
+    }
+}
+
 TEST_CASE("the learned router scales its top-1 expert by the softmax probability, plus the shared expert") {
     using C = Learned;
     const auto w = test_weights<C>(26);

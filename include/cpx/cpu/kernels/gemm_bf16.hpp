@@ -55,6 +55,8 @@ class Bf16Scratch {
 public:
     std::uint16_t* rows(index_t m, index_t ld) { return grow(buffer_, static_cast<std::size_t>(m * ld)); }
     std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t); }
+    /// Grows to at least `other`'s capacity.
+    void reserve_like(const Bf16Scratch& other) { grow(buffer_, other.buffer_.size()); }
 
 private:
     AlignedVector<std::uint16_t> buffer_;

@@ -59,6 +59,13 @@ public:
     std::size_t bytes() const { return (buffer_.size() + lanes_.size()) * sizeof(float) + bf16_.bytes(); }
     /// The bf16-rounded inputs of the bf16 products.
     Bf16Scratch& bf16() { return bf16_; }
+    /// Grows to at least `other`'s capacities, so that scratches taking turns on the same
+    /// products (one per thread) allocate no more than one would.
+    void reserve_like(const LinearScratch& other) {
+        if (other.per_thread_ > 0) ensure(other.per_thread_, other.threads_);
+        if (lanes_.size() < other.lanes_.size()) lanes_.assign(other.lanes_.size(), 0.0f);
+        bf16_.reserve_like(other.bf16_);
+    }
     /// `floats` cache-aligned floats for an input transposed into vector lanes.
     float* lanes(std::size_t floats) {
         if (lanes_.size() < floats) lanes_.assign(floats, 0.0f);

@@ -53,6 +53,10 @@ public:
         order_.reserve(static_cast<std::size_t>(pairs));
         slot_.reserve(static_cast<std::size_t>(pairs));
         starts_.reserve(static_cast<std::size_t>(experts) + 1);
+        fill_.reserve(static_cast<std::size_t>(experts));
+        busy_.reserve(static_cast<std::size_t>(experts));
+        if (static_cast<int>(thread_scratch_.size()) < max_threads())
+            thread_scratch_.resize(static_cast<std::size_t>(max_threads()));
     }
 
     /// residual[r] += scale[r] * Expert_{expert[r]}(x[r]) for every row r
@@ -108,15 +112,34 @@ public:
 #pragma omp parallel for schedule(static) if (pairs * d > 65536)
         for (index_t i = 0; i < pairs; ++i)
             std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
-        for (int e = 0; e < experts; ++e) {
+        auto run_expert = [&](int e, LinearScratch& scratch) {
             const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
-            if (rows == 0) continue;
             const StridedMatrix<float> he = h.rows_range(begin, rows);
             matmul<W>(StridedMatrix<const float>(gathered.rows_range(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
-                      scratch_, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
+                      scratch, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
             swiglu_inplace(he, width);
             matmul<W>(StridedMatrix<const float>(he.columns(0, width)), w.down_of(e), y.rows_range(begin, rows),
-                      Write::overwrite, scratch_, w.down_packed ? w.down_packed + e : nullptr);
+                      Write::overwrite, scratch, w.down_packed ? w.down_packed + e : nullptr);
+        };
+        busy_.clear();
+        for (int e = 0; e < experts; ++e)
+            if (starts_[e + 1] > starts_[e]) busy_.push_back(e);
+        const int threads = max_threads();
+        if (threads > 1 && pairs <= gemv_max_rows && static_cast<int>(busy_.size()) >= threads) {
+            // Decode-sized work on several experts: one expert per thread at a time, each product
+            // on one thread (nested regions are inactive), instead of a parallel region per product.
+            // The scratches share their capacities, so that which thread draws which expert does
+            // not decide whether a step allocates.
+            if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
+            for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+            const int busy = static_cast<int>(busy_.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+            for (int i = 0; i < busy; ++i)
+                run_expert(busy_[static_cast<std::size_t>(i)], thread_scratch_[static_cast<std::size_t>(thread_index())]);
+            for (const LinearScratch& s : thread_scratch_) scratch_.reserve_like(s);
+            for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+        } else {
+            for (int e : busy_) run_expert(e, scratch_);
         }
         // Per destination row, its routes in route order: no write conflicts
         // and a fixed summation order, whatever the thread count.
@@ -137,7 +160,9 @@ public:
 private:
     AlignedVector<float> gathered_, hidden_, outputs_;
     std::vector<index_t> order_, slot_, starts_, fill_;
+    std::vector<int> busy_;
     LinearScratch scratch_;
+    std::vector<LinearScratch> thread_scratch_;
 };
 
 }  // namespace cpx::cpu
