@@ -127,7 +127,9 @@ public:
         const int threads = max_threads();
         if (threads > 1 && pairs <= gemv_max_rows && static_cast<int>(busy_.size()) >= threads) {
             // Decode-sized work on several experts: one expert per thread at a time, each product
-            // on one thread (nested regions are inactive), instead of a parallel region per product.
+            // on one thread (its own parallel region is inactive under OpenMP's default of one
+            // active level; with nesting enabled it forks again, on this thread's own scratch),
+            // instead of a parallel region per product.
             // The scratches share their capacities, so that which thread draws which expert does
             // not decide whether a step allocates.
             if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
