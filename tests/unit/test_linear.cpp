@@ -86,7 +86,8 @@ TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithme
 TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails, accumulation", W, float, bf16) {
     // Decode's kernels (one to gemv_max_rows rows) split the output into panels
     // per thread, the input-major ones into strips of 64 columns, and handle the
-    // input in blocks of 16 or 32 and the rows in groups of 4, or (nn.Linear
+    // input in blocks of 16 or 32 (one row on bf16 weights: two blocks at a time)
+    // and the rows in groups of 4, or (nn.Linear
     // weights from avx512::lanes_min_rows: 5 rows for fp32, 10 for bf16) one row
     // per vector lane and the outputs in blocks of 8: these sizes leave
     // remainders in every direction and cover both sides of the lane thresholds.
@@ -124,29 +125,35 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
             }
 }
 
-TEST_CASE("accumulating products add to strided sub-blocks and leave other columns alone") {
-    // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of 60.
-    const int rows = 6, in = 24, out = 33;
-    auto xb = testing::random_normal(rows * 50, 1);
-    auto yb = testing::random_normal(rows * 60, 2);
-    auto w = testing::random_normal(out * in, 3, 0.2f);
-    std::vector<float> x(rows * in), y0(rows * out);
-    for (int m = 0; m < rows; ++m) {
-        for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * 50 + 4 + i];
-        for (int o = 0; o < out; ++o) y0[m * out + o] = yb[m * 60 + 10 + o];
-    }
-    const auto before = yb;
-    cpu::LinearScratch scratch;
-    cpu::linear<float>(StridedMatrix<const float>{xb.data() + 4, rows, in, 50}, Matrix<const float>(w.data(), out, in),
-                       StridedMatrix<float>{yb.data() + 10, rows, out, 60}, cpu::Write::accumulate, scratch);
-    auto want = reference(x, rows, in, out, [&](int o, int i) { return double(w[o * in + i]); }, &y0);
-    std::vector<float> got(rows * out);
-    for (int m = 0; m < rows; ++m)
-        for (int o = 0; o < 60; ++o) {
-            if (o >= 10 && o < 10 + out) got[m * out + o - 10] = yb[m * 60 + o];
-            else CHECK(yb[m * 60 + o] == before[m * 60 + o]);
+TEST_CASE_TEMPLATE("accumulating products add to strided sub-blocks and leave other columns alone", W, float, bf16) {
+    // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of
+    // 60; w is columns [3, 3+in) of rows of in + 9 (a column range of a wider
+    // matrix). One row and six: the one-row and few-row kernels.
+    const int in = 40, out = 33, wld = in + 9;
+    for (int rows : {1, 6}) {
+        CAPTURE(rows);
+        auto xb = testing::random_normal(rows * 50, 1);
+        auto yb = testing::random_normal(rows * 60, 2);
+        const auto wb = stored<W>(testing::random_normal(out * wld, 3, 0.2f));
+        std::vector<float> x(rows * in), y0(rows * out);
+        for (int m = 0; m < rows; ++m) {
+            for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * 50 + 4 + i];
+            for (int o = 0; o < out; ++o) y0[m * out + o] = yb[m * 60 + 10 + o];
         }
-    CHECK(testing::relative_error(got, want) < 1e-5);
+        const auto before = yb;
+        cpu::LinearScratch scratch;
+        cpu::linear<W>(StridedMatrix<const float>{xb.data() + 4, rows, in, 50},
+                       StridedMatrix<const W>{wb.data() + 3, out, in, wld}, StridedMatrix<float>{yb.data() + 10, rows, out, 60},
+                       cpu::Write::accumulate, scratch);
+        auto want = reference(x, rows, in, out, [&](int o, int i) { return double(to_float(wb[o * wld + 3 + i])); }, &y0);
+        std::vector<float> got(rows * out);
+        for (int m = 0; m < rows; ++m)
+            for (int o = 0; o < 60; ++o) {
+                if (o >= 10 && o < 10 + out) got[m * out + o - 10] = yb[m * 60 + o];
+                else CHECK(yb[m * 60 + o] == before[m * 60 + o]);
+            }
+        CHECK(testing::relative_error(got, want) < 1e-5);
+    }
 }
 
 TEST_CASE_TEMPLATE("a weight with no inputs gives a zero product, or leaves an accumulated output alone", W, float,

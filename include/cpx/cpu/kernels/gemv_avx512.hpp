@@ -9,7 +9,17 @@
 //   with no horizontal sums. Dot products along the input cost a reduction per
 //   output and sequence, and with 16 rows of x past L1 they ran at a third of
 //   the FMA peak (2.6x slower at 16 rows).
-// - Fewer rows: dot products. A block of four weight rows is loaded (and, for
+// - One input row on bf16 weights: dot products, one weight row after the
+//   other, against x split by parity once per call (below). Reading the four
+//   rows of a block side by side, as the few-row kernel does, left one core at
+//   62-72% of the read rate; one ascending stream per thread took single-row
+//   products 17-25% less time on one core (187M qkv_mu 0.148-0.153 -> 0.114-0.115
+//   ms, 384M 0.223-0.231 -> 0.182-0.184), and batch-1 decode steps on bf16
+//   weights with fp32 arithmetic 11-21% (187M, 128-2048 cached tokens, one
+//   and two threads) and 15-35% (384M); Zen 5, old and new binaries
+//   alternated. Several input rows read that way lost to the blocks below
+//   (the batch-8 step 15-19% slower).
+// - Other few-row counts: dot products. A block of four weight rows is loaded (and, for
 //   bf16, widened) once per group of up to four input rows, whose
 //   accumulators stay in registers. bf16: a 32-bit word holds two neighbouring
 //   values, both widened with one instruction each (the high one is
@@ -177,6 +187,55 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
             detail::gemv_block_nt<W, decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate,
                                                          m0 == 0 ? next : nullptr);
         });
+    }
+}
+
+/// The one-row bf16 kernel's input: each whole chunk of 32 inputs of x as its
+/// 16 even inputs, then its 16 odd ones (the tail past the last chunk as is).
+CPX_TARGET_AVX512 inline void split_parity(const float* x, index_t in, float* xs) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const index_t body = in / 32 * 32;
+    for (index_t i = 0; i < body; i += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+        _mm512_storeu_ps(xs + i, _mm512_permutex2var_ps(x0, even, x1));
+        _mm512_storeu_ps(xs + i + 16, _mm512_permutex2var_ps(x0, odd, x1));
+    }
+    for (index_t i = body; i < in; ++i) xs[i] = x[i];
+}
+
+/// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row (xs as
+/// split_parity made it) against bf16 weights in nn.Linear layout. Each weight
+/// row is read whole before the next, so a thread's panel is one ascending
+/// stream; four accumulators (two chunks, even and odd) hide the FMA latency,
+/// and the row four ahead is prefetched at the offset being read.
+CPX_TARGET_AVX512 inline void gemv_row_nt(const float* xs, const StridedMatrix<const bf16>& w, float* y, index_t o0,
+                                          index_t o1, bool accumulate) {
+    constexpr index_t chunk = 32;  // bf16 inputs per 64-byte line
+    const index_t in = w.cols, body = in / chunk * chunk;
+    for (index_t o = o0; o < o1; ++o) {
+        const bf16* r = w.data + o * w.ld;
+        const bf16* ahead = w.data + std::min(o + 4, o1 - 1) * w.ld;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        index_t i = 0;
+        for (; i + 2 * chunk <= body; i += 2 * chunk) {
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + i + chunk), _MM_HINT_T0);
+            const __m512i w0 = _mm512_loadu_si512(&r[i].bits), w1 = _mm512_loadu_si512(&r[i + chunk].bits);
+            a0 = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a0);
+            a1 = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a1);
+            a2 = _mm512_fmadd_ps(bf16_low_halves(w1), _mm512_loadu_ps(xs + i + 32), a2);
+            a3 = _mm512_fmadd_ps(bf16_high_halves(w1), _mm512_loadu_ps(xs + i + 48), a3);
+        }
+        if (i < body) {  // one chunk left
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+            const __m512i w0 = _mm512_loadu_si512(&r[i].bits);
+            a0 = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a0);
+            a1 = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a1);
+        }
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        for (index_t t = body; t < in; ++t) sum += xs[t] * to_float(r[t]);
+        y[o] = accumulate ? y[o] + sum : sum;
     }
 }
 

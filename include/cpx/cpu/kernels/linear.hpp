@@ -256,10 +256,14 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #ifdef CPX_HAVE_GEMV_AVX512
         static_assert(gemv_max_rows <= 16, "the lane kernels hold one sequence per lane");
         const bool avx512 = vector_isa() == VectorIsa::avx512;
+        // The input buffer is sized for every few-row count at once (the lane
+        // kernels' transposed input is its largest use), so that a step with
+        // another batch size than the one before allocates nothing.
+        float* const lanes = avx512 ? scratch.lanes(static_cast<std::size_t>(avx512::lanes_scratch(in))) : nullptr;
         if (avx512 && m >= avx512::lanes_min_rows<W>) {
             // Sequences in the vector lanes: x transposed once (threads split the
             // features), then the panels.
-            float* xt = scratch.lanes(static_cast<std::size_t>(avx512::lanes_scratch(in)));
+            float* const xt = lanes;
 #pragma omp parallel if (panels > 1 && m * out * in > 32768)
             {
 #pragma omp for schedule(static)
@@ -269,6 +273,16 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     avx512::gemv_lanes_nt(xt, in, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
             }
             return;
+        }
+        if constexpr (std::is_same_v<W, bf16>) {
+            if (avx512 && m == 1) {
+                // One row on bf16 weights: x split by parity once, then each panel read as one stream.
+                avx512::split_parity(x.row(0), in, lanes);
+#pragma omp parallel for schedule(static) if (panels > 1 && out * in > 32768)
+                for (index_t p = 0; p < panels; ++p)
+                    avx512::gemv_row_nt(lanes, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                return;
+            }
         }
 #endif
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
