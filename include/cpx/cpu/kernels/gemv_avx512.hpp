@@ -94,6 +94,17 @@ CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
     return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
+/// Inputs x[0, 32) as their 16 even ones and their 16 odd ones: the bf16
+/// kernels multiply each weight word's low half by the first, its high half by
+/// the second.
+CPX_TARGET_AVX512 inline void split_by_parity(const float* x, __m512& even, __m512& odd) {
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    even = _mm512_permutex2var_ps(x0, evens, x1);
+    odd = _mm512_permutex2var_ps(x0, odds, x1);
+}
+
 namespace detail {
 /// Calls block(std::integral_constant<int, G>{}, m0) over the rows in groups of
 /// MaxG (four or two), then once for the remaining rows: the register-blocked
@@ -141,8 +152,6 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
                 for (int k = 0; k < R; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
             }
         } else {
-            const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-            const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
             __m512 lo[R], hi[R];
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
@@ -153,8 +162,8 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
             }
 #pragma GCC unroll 16
             for (int g = 0; g < G; ++g) {
-                const __m512 x0 = _mm512_loadu_ps(xr[g] + i), x1 = _mm512_loadu_ps(xr[g] + i + 16);
-                const __m512 xe = _mm512_permutex2var_ps(x0, even, x1), xo = _mm512_permutex2var_ps(x0, odd, x1);
+                __m512 xe, xo;
+                split_by_parity(xr[g] + i, xe, xo);
 #pragma GCC unroll 16
                 for (int k = 0; k < R; ++k)
                     acc[g][k] = _mm512_fmadd_ps(hi[k], xo, _mm512_fmadd_ps(lo[k], xe, acc[g][k]));
@@ -192,20 +201,19 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
 
 /// The one-row bf16 kernel's input: each whole chunk of 32 inputs of x as its
 /// 16 even inputs, then its 16 odd ones (the tail past the last chunk as is).
-CPX_TARGET_AVX512 inline void split_parity(const float* x, index_t in, float* xs) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, float* xs) {
     const index_t body = in / 32 * 32;
     for (index_t i = 0; i < body; i += 32) {
-        const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
-        _mm512_storeu_ps(xs + i, _mm512_permutex2var_ps(x0, even, x1));
-        _mm512_storeu_ps(xs + i + 16, _mm512_permutex2var_ps(x0, odd, x1));
+        __m512 even, odd;
+        split_by_parity(x + i, even, odd);
+        _mm512_storeu_ps(xs + i, even);
+        _mm512_storeu_ps(xs + i + 16, odd);
     }
     for (index_t i = body; i < in; ++i) xs[i] = x[i];
 }
 
 /// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row (xs as
-/// split_parity made it) against bf16 weights in nn.Linear layout. Each weight
+/// split_row_by_parity made it) against bf16 weights in nn.Linear layout. Each weight
 /// row is read whole before the next, so a thread's panel is one ascending
 /// stream; four accumulators (two chunks, even and odd) hide the FMA latency,
 /// and the row four ahead is prefetched at the offset being read.

@@ -277,7 +277,7 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         if constexpr (std::is_same_v<W, bf16>) {
             if (avx512 && m == 1) {
                 // One row on bf16 weights: x split by parity once, then each panel read as one stream.
-                avx512::split_parity(x.row(0), in, lanes);
+                avx512::split_row_by_parity(x.row(0), in, lanes);
 #pragma omp parallel for schedule(static) if (panels > 1 && out * in > 32768)
                 for (index_t p = 0; p < panels; ++p)
                     avx512::gemv_row_nt(lanes, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
