@@ -224,6 +224,14 @@ void register_all() {
             decode<bf16>(s, rows, 2);
         }
     }
+    // The tied output head (one row per decode step; 98 MB of fp32 weights for the 187M model,
+    // the largest single product of a step), decode only: prefill's head runs in the model suites.
+    constexpr Shape head{"lm_head/187M", 32000, 768};
+    for (int threads : {1, 2}) {
+        decode<float>(head, 1, threads, Product::eigen_gemv);
+        decode<float>(head, 1, threads);
+        decode<bf16>(head, 1, threads);
+    }
     for (index_t rows : {1, 16}) {  // the portable kernels, for the first projection
         decode<float>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);
         decode<bf16>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);

@@ -18,7 +18,10 @@
 //   weights with fp32 arithmetic 11-21% (187M, 128-2048 cached tokens, one
 //   and two threads) and 15-35% (384M); Zen 5, old and new binaries
 //   alternated. Several input rows read that way lost to the blocks below
-//   (the batch-8 step 15-19% slower).
+//   (the batch-8 step 15-19% slower). One row on fp32 weights is read the same
+//   way (no split needed) instead of by Eigen's GEMV: single-row products 5-22%
+//   less time on one core (bench_linear, incl. the 98 MB output head), level
+//   to 10% less on two.
 // - Other few-row counts: dot products. A block of four weight rows is loaded (and, for
 //   bf16, widened) once per group of up to four input rows, whose
 //   accumulators stay in registers. bf16: a 32-bit word holds two neighbouring
@@ -212,37 +215,65 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
     for (index_t i = body; i < in; ++i) xs[i] = x[i];
 }
 
-/// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row (xs as
-/// split_row_by_parity made it) against bf16 weights in nn.Linear layout. Each weight
-/// row is read whole before the next, so a thread's panel is one ascending
-/// stream; four accumulators (two chunks, even and odd) hide the FMA latency,
-/// and the row four ahead is prefetched at the offset being read.
-CPX_TARGET_AVX512 inline void gemv_row_nt(const float* xs, const StridedMatrix<const bf16>& w, float* y, index_t o0,
-                                          index_t o1, bool accumulate) {
-    constexpr index_t chunk = 32;  // bf16 inputs per 64-byte line
-    const index_t in = w.cols, body = in / chunk * chunk;
+/// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row against
+/// weights in nn.Linear layout; for bf16 weights xs is the row as
+/// split_row_by_parity made it, for fp32 the row itself. Each weight row is
+/// read whole before the next, so a thread's panel is one ascending stream;
+/// four accumulators (64 inputs: four lines of fp32, two of bf16 split into
+/// even and odd) hide the FMA latency. Prefetch distance, measured (Zen 5):
+/// bf16 prefetches the row four ahead at the offset being read; fp32 1 KiB
+/// ahead along the stream (into the next row near a row's end): four rows
+/// ahead (12 KiB for 768 inputs) left one core behind Eigen's GEMV, no
+/// prefetch lost 25% on two threads for 2 KiB rows, and 1 KiB ahead for bf16
+/// was 4-13% slower on short rows.
+template <class W>
+CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
+                                   bool accumulate) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    constexpr bool f32 = std::is_same_v<W, float>;
+    constexpr index_t line = 64 / static_cast<index_t>(sizeof(W));  // inputs per 64-byte line
+    constexpr index_t unit = 64;                                     // inputs per step: four vectors of sums
+    // The tail past the steps: whole lines (fp32: 16 inputs, one vector; bf16:
+    // 32, an even and an odd vector), then single inputs.
+    const index_t in = w.cols, steps = in / unit * unit, body = in / line * line;
     for (index_t o = o0; o < o1; ++o) {
-        const bf16* r = w.data + o * w.ld;
-        const bf16* ahead = w.data + std::min(o + 4, o1 - 1) * w.ld;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        const W* r = w.data + o * w.ld;
+        const W* ahead = w.data + std::min(o + 4, o1 - 1) * w.ld;  // bf16's prefetch row
+        const auto prefetch = [&](index_t i) {
+            if constexpr (f32) _mm_prefetch(reinterpret_cast<const char*>(r + i) + 1024, _MM_HINT_T0);
+            else _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+        };
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         index_t i = 0;
-        for (; i + 2 * chunk <= body; i += 2 * chunk) {
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + i + chunk), _MM_HINT_T0);
-            const __m512i w0 = _mm512_loadu_si512(&r[i].bits), w1 = _mm512_loadu_si512(&r[i + chunk].bits);
-            a0 = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a0);
-            a1 = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a1);
-            a2 = _mm512_fmadd_ps(bf16_low_halves(w1), _mm512_loadu_ps(xs + i + 32), a2);
-            a3 = _mm512_fmadd_ps(bf16_high_halves(w1), _mm512_loadu_ps(xs + i + 48), a3);
+        for (; i < steps; i += unit) {
+#pragma GCC unroll 4
+            for (index_t l = 0; l < unit; l += line) prefetch(i + l);
+            if constexpr (f32) {
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k)
+                    a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16 * k), _mm512_loadu_ps(xs + i + 16 * k), a[k]);
+            } else {
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; ++k) {
+                    const __m512i words = _mm512_loadu_si512(&r[i + 32 * k].bits);
+                    a[2 * k] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i + 32 * k), a[2 * k]);
+                    a[2 * k + 1] =
+                        _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 32 * k + 16), a[2 * k + 1]);
+                }
+            }
         }
-        if (i < body) {  // one chunk left
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
-            const __m512i w0 = _mm512_loadu_si512(&r[i].bits);
-            a0 = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a0);
-            a1 = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a1);
+        for (; i < body; i += line) {
+            prefetch(i);
+            if constexpr (f32) {
+                a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
+            } else {
+                const __m512i words = _mm512_loadu_si512(&r[i].bits);
+                a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
+                a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
+            }
         }
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-        for (index_t t = body; t < in; ++t) sum += xs[t] * to_float(r[t]);
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+        for (; i < in; ++i) sum += xs[i] * to_float(r[i]);
         y[o] = accumulate ? y[o] + sum : sum;
     }
 }

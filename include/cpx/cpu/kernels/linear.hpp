@@ -249,13 +249,18 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     const int threads = max_threads();
     const index_t pw = detail::panel_width(m, out, in, threads);
     const index_t panels = (out + pw - 1) / pw;
-    // Few rows go to the fused kernel: 16-bit weights always, fp32 weights from
-    // two rows on (one row is Eigen's GEMV, already at the read rate; for 2-16
-    // rows Eigen runs a small GEMM that first packs every weight panel).
-    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1)) {
+#ifdef CPX_HAVE_GEMV_AVX512
+    const bool avx512 = vector_isa() == VectorIsa::avx512;
+#else
+    constexpr bool avx512 = false;
+#endif
+    // Few rows go to the fused kernels: 16-bit weights always, fp32 weights
+    // from two rows on, and one row too where AVX-512 runs it (without it,
+    // Eigen's GEMV beats the portable loop; for 2-16 rows Eigen runs a small
+    // GEMM that first packs every weight panel).
+    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1 || avx512)) {
 #ifdef CPX_HAVE_GEMV_AVX512
         static_assert(gemv_max_rows <= 16, "the lane kernels hold one sequence per lane");
-        const bool avx512 = vector_isa() == VectorIsa::avx512;
         // The input buffer is sized for every few-row count at once (the lane
         // kernels' transposed input is its largest use), so that a step with
         // another batch size than the one before allocates nothing.
@@ -274,13 +279,17 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
             }
             return;
         }
-        if constexpr (std::is_same_v<W, bf16>) {
+        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
             if (avx512 && m == 1) {
-                // One row on bf16 weights: x split by parity once, then each panel read as one stream.
-                avx512::split_row_by_parity(x.row(0), in, lanes);
+                // One row: each panel read as one stream (bf16: x split by parity once first).
+                const float* xs = x.row(0);
+                if constexpr (std::is_same_v<W, bf16>) {
+                    avx512::split_row_by_parity(xs, in, lanes);
+                    xs = lanes;
+                }
 #pragma omp parallel for schedule(static) if (panels > 1 && out * in > 32768)
                 for (index_t p = 0; p < panels; ++p)
-                    avx512::gemv_row_nt(lanes, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    avx512::gemv_row_nt<W>(xs, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                 return;
             }
         }
