@@ -138,6 +138,13 @@ TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientatio
         for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::in_out);
 }
 
+TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
+    if (!have_avx512_bf16()) return;
+    // Each input block after the first adds to the accumulators the one before stored.
+    const int k = static_cast<int>(4 * cpu::gemm_bf16_detail::block_pairs) + 37;  // 2 blocks, then 18.5 pairs
+    for (bool accumulate : {false, true}) run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in);
+}
+
 TEST_CASE("bf16 product: strided input and output; columns beside the output are untouched") {
     if (!have_avx512_bf16()) return;
     const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;

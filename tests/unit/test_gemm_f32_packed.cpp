@@ -82,6 +82,13 @@ TEST_CASE("packed fp32 product: tails in M, N and K, both modes, both orientatio
     for (bool accumulate : {false, true}) run_case(13, 257, 130, accumulate, cpu::WeightOrientation::in_out);
 }
 
+TEST_CASE("packed fp32 product: inputs over several blocks, the last one short") {
+    if (!have_avx512()) return;
+    // Each input block after the first adds to the accumulators the one before stored.
+    const int k = static_cast<int>(2 * cpu::gemm_f32_detail::block_depth) + 37;
+    for (bool accumulate : {false, true}) run_case(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
+}
+
 TEST_CASE("packed fp32 product: strided input and output; columns beside the output are untouched") {
     if (!have_avx512()) return;
     const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;

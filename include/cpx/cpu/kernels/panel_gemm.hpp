@@ -4,11 +4,11 @@
 // (cpu/kernels/gemm_f32_packed.hpp). It decides which thread computes what and in
 // which order; the caller's `tile` computes one register tile.
 //
-// Blocking: the input dimension in blocks of `block_depth` groups, so a
-// panel's block stays in L1 while tiles of `tile_rows` rows stream past it
-// from L2; `block_rows` rows x `block_panels` panels of output per block, so C
-// stays in L2 across the input blocks and is read and written once per input
-// block. Threads take a grid of row ranges x panel ranges, panels first (each
+// Blocking: the input dimension in blocks of `block_depth` groups (the
+// kernels choose it: deep blocks whose panel part stays in L2, so a tile's
+// accumulators are loaded and stored once per block); `block_rows` rows x
+// `block_panels` panels of output per block, so C stays in L2 across the input
+// blocks and is read and written once per input block. Threads take a grid of row ranges x panel ranges, panels first (each
 // thread then reads only its share of B).
 
 #include <algorithm>
