@@ -9,7 +9,7 @@
 //   none         no bf16 instructions: callers keep the fp32 path
 // A level can be forced per call, so one process can compare every level it has.
 //
-// Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 128 pairs.
+// Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 512 pairs.
 
 #include <algorithm>
 #include <cstdint>
