@@ -86,10 +86,10 @@ TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithme
 TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails, accumulation", W, float, bf16) {
     // Decode's kernels (one to gemv_max_rows rows) split the output into panels
     // per thread, the input-major ones into strips of 64 columns, and handle the
-    // input in blocks of 16 or 32 (one row: 64 inputs at a time)
-    // and the rows in groups of 4, or (nn.Linear
-    // weights from avx512::lanes_min_rows: 5 rows for fp32, 10 for bf16) one row
-    // per vector lane and the outputs in blocks of 8: these sizes leave
+    // input in blocks of 16 or 32 (one row: 64 inputs at a time) and the rows
+    // in groups of 4, or (nn.Linear weights from avx512::lanes_min_rows: 5 rows
+    // for fp32, 10 for bf16) one row per vector lane and the outputs in blocks
+    // of 8: these sizes leave
     // remainders in every direction and cover both sides of the lane thresholds.
     // Every kernel family the machine runs (AVX-512 and portable) is checked.
     const auto isas = testing::vector_isas();

@@ -8,8 +8,9 @@
 // kernels choose it: deep blocks whose panel part stays in L2, so a tile's
 // accumulators are loaded and stored once per block); `block_rows` rows x
 // `block_panels` panels of output per block, so C stays in L2 across the input
-// blocks and is read and written once per input block. Threads take a grid of row ranges x panel ranges, panels first (each
-// thread then reads only its share of B).
+// blocks and is read and written once per input block. Threads take a grid of
+// row ranges x panel ranges, panels first (each thread then reads only its
+// share of B).
 
 #include <algorithm>
 
