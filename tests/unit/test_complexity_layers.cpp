@@ -258,3 +258,30 @@ TEST_CASE("the token-routed MLP rejects token ids outside the routing table") {
                                 w.routing(0), cpu::rows_of(residual.data(), 2, C::hidden)),
                     InputError);
 }
+
+TEST_CASE("layers take rows of the widths their configuration fixes and refuse others where they are handed over") {
+    using C = Routed;
+    const auto w = test_weights<C>(31);
+    const int in = 2 * C::hidden;  // [a | mu]
+    std::vector<float> x(3 * in), residual(3 * in);
+    cpu::MuGqaAttention<C, float> attention;
+    const cpu::SequenceRows<float> seq{0, 3, 0, {}, {}};
+    // Rows of the hidden width where [a | mu] rows are expected, and the reverse for the residual.
+    CHECK_THROWS_WITH_AS(attention.forward(w.attention(1), cpu::rows_of<const float>(x.data(), 3, C::hidden),
+                                           std::span(&seq, 1), cpu::rows_of(residual.data(), 3, C::hidden)),
+                         doctest::Contains("columns where the configuration fixes"), ShapeError);
+    CHECK_THROWS_AS(attention.forward(w.attention(1), cpu::rows_of<const float>(x.data(), 3, in), std::span(&seq, 1),
+                                      cpu::rows_of(residual.data(), 3, in)),
+                    ShapeError);
+    CHECK_THROWS_AS(attention.forward(w.attention(1), cpu::rows_of<const float>(x.data(), 3, in), std::span(&seq, 1),
+                                      cpu::rows_of(residual.data(), 2, C::hidden)),
+                    ShapeError);  // row counts differ
+    const std::vector<std::int64_t> tokens = {1, 2, 3};
+    cpu::TokenRoutedMlp<C, float> mlp;
+    CHECK_THROWS_AS(mlp.forward(w.token_routed_mlp(0), cpu::rows_of<const float>(x.data(), 3, C::hidden - 1), tokens,
+                                w.routing(0), cpu::rows_of(residual.data(), 3, C::hidden)),
+                    ShapeError);
+    // The same rows with the width in their type are accepted without a check at run time.
+    CHECK_NOTHROW(attention.forward(w.attention(1), cpu::rows_of<in, const float>(x.data(), 3), std::span(&seq, 1),
+                                    cpu::rows_of<C::hidden>(residual.data(), 3)));
+}

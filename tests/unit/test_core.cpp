@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/core/dtype.hpp>
+#include <cpx/core/strided_matrix.hpp>
 #include <cpx/core/tensor_view.hpp>
 
 #include <cmath>
@@ -38,6 +39,44 @@ TEST_CASE("checked views reject extents that contradict the static ones") {
     CHECK_THROWS_WITH_AS(V::checked(buf.data(), bad), "view extent 1 is 3 but the configuration fixes it at 4",
                          ShapeError);
     CHECK_THROWS_AS(Matrix<float>::checked(buf.data(), negative), ShapeError);
+}
+
+TEST_CASE("strided matrices: a constant width is part of the type and checked where it is handed over") {
+    std::vector<float> buf(6 * 10);
+    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(i);
+    const StridedMatrix<float> any(buf.data(), 6, 8, 10);  // 8 columns of 10-wide rows
+    // The constant width is not stored: data, rows and stride only.
+    static_assert(sizeof(StridedMatrix<float, 8>) == sizeof(float*) + 2 * sizeof(index_t));
+    static_assert(StridedMatrix<float, 8>::cols == 8 && StridedMatrix<float>::static_cols == dynamic);
+
+    const StridedMatrix<const float, 8> fixed = any;  // run-time width to a constant one: checked
+    CHECK(fixed.rows == 6);
+    CHECK(fixed.ld == 10);
+    CHECK(fixed(2, 7) == 27.0f);
+    CHECK(fixed.row(5) == buf.data() + 50);
+
+    const StridedMatrix<const float> back = fixed;  // and back: always valid
+    CHECK(back.cols == 8);
+    CHECK(back.ld == 10);
+    CHECK(back(3, 1) == 31.0f);
+
+    // Sub-blocks: rows keep the constant width; columns<N> makes a new constant one.
+    const auto tail = fixed.rows_range(4, 2);
+    static_assert(std::is_same_v<decltype(tail), const StridedMatrix<const float, 8>>);
+    CHECK(tail(0, 0) == 40.0f);
+    const auto middle = fixed.columns<3>(2);
+    static_assert(decltype(middle)::cols == 3);
+    CHECK(middle(1, 0) == 12.0f);
+    CHECK(middle.ld == 10);
+    CHECK(fixed.columns(6, 2).cols == 2);
+
+    // A width that contradicts the type is refused with the two widths in the message.
+    const auto narrow = [&] { return StridedMatrix<const float, 9>(any); };
+    CHECK_THROWS_WITH_AS(narrow(), "a matrix with 8 columns where the configuration fixes 9", ShapeError);
+    CHECK_THROWS_AS((StridedMatrix<float, 9>(buf.data(), 6, 8, 10)), ShapeError);
+    CHECK_THROWS_AS((StridedMatrix<float, 9>(Matrix<float>(buf.data(), 6, 10))), ShapeError);
+    CHECK_NOTHROW((StridedMatrix<float, 10>(Matrix<float>(buf.data(), 6, 10))));
+    CHECK_THROWS_AS(fixed.columns<4>(6), ShapeError);  // columns [6, 10) of 8
 }
 
 namespace {

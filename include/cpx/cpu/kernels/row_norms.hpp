@@ -2,6 +2,8 @@
 // RMSNorm over strided rows and over the heads of a row (QK-norm), in fp32:
 // y = w * x / sqrt(mean(x^2) + eps) with the arithmetic of cpx/math/norm.hpp.
 
+#include <type_traits>
+
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/math/norm.hpp"
@@ -22,11 +24,23 @@ inline void rmsnorm_vector(const float* x, const float* w, float* y, index_t n, 
 }  // namespace detail
 
 /// y[r] = RMSNorm(x[r]) with weight w [x.cols]; x and y may be the same rows.
-inline void rmsnorm_rows(const StridedMatrix<const float>& x, const float* w, const StridedMatrix<float>& y, float eps) {
+/// A width fixed by either view's type is the loops' constant trip count.
+template <class X, index_t XCols, index_t YCols>
+void rmsnorm_rows(const StridedMatrix<X, XCols>& x, const float* w, const StridedMatrix<float, YCols>& y, float eps) {
+    static_assert(std::is_same_v<std::remove_const_t<X>, float>, "rmsnorm_rows reads fp32 rows");
+    static_assert(XCols == dynamic || YCols == dynamic || XCols == YCols,
+                  "rmsnorm_rows: input and output have different constant widths");
     require<ShapeError>(y.rows == x.rows && y.cols == x.cols, "rmsnorm: output is [", y.rows, ", ", y.cols,
                         "], input [", x.rows, ", ", x.cols, "]");
+    constexpr index_t known = XCols != dynamic ? XCols : YCols;
+    if constexpr (known != dynamic) {
+        // The constant is spelled inside the loop so that the outlined parallel body sees it.
+#pragma omp parallel for schedule(static) if (x.rows * known > 65536)
+        for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), known, eps);
+    } else {
 #pragma omp parallel for schedule(static) if (x.rows * x.cols > 65536)
-    for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), x.cols, eps);
+        for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), x.cols, eps);
+    }
 }
 
 /// Every head of every row normalised in place with the one weight vector

@@ -21,7 +21,7 @@ namespace cpx::cpu {
 /// Non-owning weights of one learned-router MLP.
 template <ComplexityConfigType C, class W>
 struct LearnedRouterMlpWeights {
-    StridedMatrix<const W> router;  ///< [experts, hidden] (nn.Linear, no bias)
+    StridedMatrix<const W, C::hidden> router;  ///< [experts, hidden] (nn.Linear, no bias)
     ExpertWeights<W> experts;
     SwiGluWeights<W> shared;   ///< used when C::has_shared_expert
 };
@@ -39,10 +39,10 @@ public:
         gate_.reserve(static_cast<std::size_t>(rows));
     }
 
-    void forward(const LearnedRouterMlpWeights<C, W>& w, const StridedMatrix<const float>& x,
-                 const StridedMatrix<float>& residual, std::span<index_t> counts = {}) {
+    void forward(const LearnedRouterMlpWeights<C, W>& w, const StridedMatrix<const float, C::hidden>& x,
+                 const StridedMatrix<float, C::hidden>& residual, std::span<index_t> counts = {}) {
         const index_t n = x.rows;
-        const StridedMatrix<float> logits = block_in(logits_, n, C::experts);
+        const StridedMatrix<float, C::experts> logits = block_in<C::experts>(logits_, n);
         linear<W>(x, w.router, logits, Write::overwrite, scratch_);
         expert_.resize(static_cast<std::size_t>(n));
         gate_.resize(static_cast<std::size_t>(n));

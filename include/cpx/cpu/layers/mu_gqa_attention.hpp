@@ -34,8 +34,8 @@ struct MuGqaAttentionWeights {
     /// Rows of the stacked projection: q, then k, then v.
     static constexpr int qkv_width = C::q_width + 2 * C::kv_width;
 
-    StridedMatrix<const W> qkv;     ///< [qkv_width, input_width]: row o = [W_{q|k|v}[o] | W_mu{q|k|v}[o]]
-    StridedMatrix<const W> o_proj;  ///< [hidden, q_width]
+    StridedMatrix<const W, input_width> qkv;  ///< [qkv_width, input_width]: row o = [W_{q|k|v}[o] | W_mu{q|k|v}[o]]
+    StridedMatrix<const W, C::q_width> o_proj;  ///< [hidden, q_width]
     const float* q_norm = nullptr;  ///< [head_dim]
     const float* k_norm = nullptr;  ///< [head_dim]
     /// Packed copies of qkv and o_proj (out_in) for the chosen arithmetic, or null.
@@ -78,13 +78,12 @@ public:
     /// residual += attention(input) for every sequence. input: [N, input_width];
     /// residual: [N, hidden]. Sequences with a cache get their new keys and
     /// values written at rows [offset, offset + rows) of it.
-    void forward(const Weights& w, const StridedMatrix<const float>& input, std::span<const SequenceRows<KV>> sequences,
-                 const StridedMatrix<float>& residual, MuContribution* mu_observer = nullptr) {
+    void forward(const Weights& w, const StridedMatrix<const float, Weights::input_width>& input,
+                 std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, C::hidden>& residual,
+                 MuContribution* mu_observer = nullptr) {
         const index_t n = input.rows;
-        require<ShapeError>(input.cols == Weights::input_width, "attention: input rows have ", input.cols,
-                            " values, expected ", Weights::input_width);
-        require<ShapeError>(residual.rows == n && residual.cols == C::hidden, "attention: residual is [",
-                            residual.rows, ", ", residual.cols, "], expected [", n, ", ", C::hidden, "]");
+        require<ShapeError>(residual.rows == n, "attention: residual has ", residual.rows, " rows for ", n,
+                            " input rows");
         const StridedMatrix<float> qkv = block_in(qkv_, n, qkv_width);
         linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
         if constexpr (C::use_mu)
@@ -126,8 +125,8 @@ public:
         const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C::head_dim)));
         causal_attention_batch<float>(fresh_, scale, ws_, compute_of(w.qkv_packed));
         causal_attention_batch<KV>(cached_, scale, ws_, compute_of(w.qkv_packed));
-        linear<W>(StridedMatrix<const float>{out.data, n, C::q_width, C::q_width}, w.o_proj, residual, Write::accumulate,
-                  scratch_, w.o_proj_packed);
+        linear<W>(rows_of<C::q_width, const float>(out.data, n), w.o_proj, residual, Write::accumulate, scratch_,
+                  w.o_proj_packed);
     }
 
 private:
@@ -141,7 +140,8 @@ private:
     }
 
     // The two halves of the stacked product, separately (diagnostics only).
-    void observe_mu(const Weights& w, const StridedMatrix<const float>& input, MuContribution& sink) {
+    void observe_mu(const Weights& w, const StridedMatrix<const float, Weights::input_width>& input,
+                    MuContribution& sink) {
         const index_t n = input.rows;
         const StridedMatrix<float> from_a = block_in(obs_a_, n, qkv_width);
         const StridedMatrix<float> from_mu = block_in(obs_mu_, n, qkv_width);

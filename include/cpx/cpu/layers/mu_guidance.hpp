@@ -22,11 +22,10 @@ struct MuGuidanceWeights {
 
 /// next_mu[r] = clamp(clamp(mu, 0, 2) + h2[r] . W_mu^T, -2, 2).
 template <ComplexityConfigType C, class W>
-void next_mu(const MuGuidanceWeights<W>& w, const StridedMatrix<const float>& h2, const StridedMatrix<float>& next,
-             LinearScratch& scratch) {
+void next_mu(const MuGuidanceWeights<W>& w, const StridedMatrix<const float, C::hidden>& h2,
+             const StridedMatrix<float, C::hidden>& next, LinearScratch& scratch) {
     static_assert(C::use_mu, "mu guidance is off in this configuration");
-    require<ShapeError>(next.cols == C::hidden && h2.cols == C::hidden, "mu guidance: rows of ", h2.cols, " and ",
-                        next.cols, " values for hidden size ", C::hidden);
+    require<ShapeError>(next.rows == h2.rows, "mu guidance: ", next.rows, " output rows for ", h2.rows, " inputs");
     linear<W>(h2, w.mu_proj, next, Write::overwrite, scratch, w.mu_proj_packed);
 #pragma omp parallel for schedule(static) if (next.rows * C::hidden > 65536)
     for (index_t r = 0; r < next.rows; ++r) {

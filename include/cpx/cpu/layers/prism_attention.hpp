@@ -80,16 +80,16 @@ public:
     /// 0..H-1 (signal) and H..2H-1 (noise).
     template <class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
-    void forward(const Weights& w, const StridedMatrix<const float>& input,
-                 std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float>& out, Write mode,
+    void forward(const Weights& w, const StridedMatrix<const float, S::hidden>& input,
+                 std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out, Write mode,
                  const Observer& observe = Observer{}) {
         const index_t n = input.rows;
         check_shapes(w, input, sequences, out);
         if (n == 0) return;
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
-        const StridedMatrix<float> h = block_in(h_, n, width);
-        const StridedMatrix<float> rotated = block_in(rotated_, n, width);
+        const StridedMatrix<float, width> h = block_in<width>(h_, n);
+        const StridedMatrix<float, width> rotated = block_in<width>(rotated_, n);
         linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_packed);
         // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
         // blocks: on one thread they would cap the layer's multi-thread speed-up.
@@ -139,7 +139,7 @@ public:
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
         }
-        matmul<W>(StridedMatrix<const float>{y_.data(), n, width, width}, w.u, out, mode, scratch_, w.u_t_packed);
+        matmul<W>(rows_of<width, const float>(y_.data(), n), w.u, out, mode, scratch_, w.u_t_packed);
     }
 
     /// One sequence without a cache (positions 0..rows-1): the plain layer.
@@ -152,15 +152,13 @@ public:
     }
 
 private:
-    void check_shapes(const Weights& w, const StridedMatrix<const float>& input,
-                      std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float>& out) const {
-        require<ShapeError>(input.cols == S::hidden, "PRISM attention: input rows have ", input.cols,
-                            " values, the layer expects d = ", S::hidden);
+    void check_shapes(const Weights& w, const StridedMatrix<const float, S::hidden>& input,
+                      std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out) const {
         require<ShapeError>(w.u.extent(0) == width && w.u.extent(1) == S::hidden, "PRISM attention: U is [",
                             w.u.extent(0), ", ", w.u.extent(1), "], expected [2HD, d] = [", width, ", ", S::hidden,
                             "]");
-        require<ShapeError>(out.rows == input.rows && out.cols == S::hidden, "PRISM attention: output is [", out.rows,
-                            ", ", out.cols, "], expected [", input.rows, ", ", S::hidden, "]");
+        require<ShapeError>(out.rows == input.rows, "PRISM attention: the output has ", out.rows, " rows for ",
+                            input.rows, " input rows");
         require<InputError>(std::isfinite(w.lambda), "PRISM attention: lambda is not finite (", w.lambda, ")");
         index_t covered = 0;
         for (const auto& s : sequences) {

@@ -48,9 +48,9 @@ public:
     /// residual += MLP(x) for rows whose input token ids are `tokens`; routing:
     /// this layer's [top_k, V] table. Routes per expert are added to `counts`
     /// ([experts]) when given.
-    void forward(const TokenRoutedMlpWeights<C, W>& w, const StridedMatrix<const float>& x,
-                 std::span<const std::int64_t> tokens, const TopKRouting& routing, const StridedMatrix<float>& residual,
-                 std::span<index_t> counts = {}) {
+    void forward(const TokenRoutedMlpWeights<C, W>& w, const StridedMatrix<const float, C::hidden>& x,
+                 std::span<const std::int64_t> tokens, const TopKRouting& routing,
+                 const StridedMatrix<float, C::hidden>& residual, std::span<index_t> counts = {}) {
         require<ShapeError>(static_cast<index_t>(tokens.size()) == x.rows, "token-routed MLP: ", tokens.size(),
                             " token ids for ", x.rows, " rows");
         require<ShapeError>(routing.experts() == C::experts && routing.top_k() == C::top_k,

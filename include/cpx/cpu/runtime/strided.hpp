@@ -18,6 +18,10 @@ namespace cpx::cpu {
 template <class T>
 StridedMatrix<T> rows_of(T* data, index_t rows, index_t cols) { return {data, rows, cols, cols}; }
 
+/// A contiguous [rows, Cols] block whose width the type fixes.
+template <index_t Cols, class T>
+StridedMatrix<T, Cols> rows_of(T* data, index_t rows) { return {data, rows, Cols}; }
+
 /// A row block over a contiguous matrix view.
 template <class T>
 StridedMatrix<T> rows_of(Matrix<T> m) { return {m.data(), m.extent(0), m.extent(1), m.extent(1)}; }

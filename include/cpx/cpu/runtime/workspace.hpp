@@ -24,4 +24,10 @@ StridedMatrix<T> block_in(AlignedVector<T>& v, index_t rows, index_t cols) {
     return rows_of(grow(v, static_cast<std::size_t>(rows * cols)), rows, cols);
 }
 
+/// The same with the width fixed by the type.
+template <index_t Cols, class T>
+StridedMatrix<T, Cols> block_in(AlignedVector<T>& v, index_t rows) {
+    return rows_of<Cols>(grow(v, static_cast<std::size_t>(rows * Cols)), rows);
+}
+
 }  // namespace cpx::cpu

@@ -135,6 +135,10 @@ public:
 
 private:
     static constexpr int input_width = Weights::input_width;
+    /// Blocks of rows whose width the configuration fixes: the residual stream
+    /// and normed rows (hidden), the attention input ([a] or [a | mu]).
+    template <index_t Width>
+    using Rows = StridedMatrix<float, Width>;
     using Mlp = std::conditional_t<
         C::mlp == MlpKind::token_routed, cpu::TokenRoutedMlp<C, W>,
         std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
@@ -150,16 +154,17 @@ private:
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         tokens_.clear();
         for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
-        const StridedMatrix<float> h = cpu::block_in(h_, n, C::hidden);
-        const StridedMatrix<float> x = cpu::block_in(x_, n, input_width);
-        const StridedMatrix<float> m = cpu::block_in(m_, n, C::hidden);
+        const Rows<C::hidden> h = cpu::block_in<C::hidden>(h_, n);
+        const Rows<input_width> x = cpu::block_in<input_width>(x_, n);
+        const Rows<C::hidden> m = cpu::block_in<C::hidden>(m_, n);
         embed(h);
         if constexpr (C::use_mu)
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
 
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l, rows_);
-            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.columns(0, C::hidden), C::norm_eps);
+            cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.template columns<C::hidden>(0),
+                              C::norm_eps);
             auto attention = weights_.attention(l);
             if (packs) packs->attach_attention(l, attention);
             if constexpr (C::attention == AttentionKind::prism) {
@@ -186,14 +191,14 @@ private:
                 if (l + 1 < C::layers) {
                     auto mu = weights_.mu_guidance(l);
                     if (packs) packs->attach_mu_guidance(l, mu);
-                    cpu::next_mu<C, W>(mu, h, x.columns(C::hidden, C::hidden), scratch_);
+                    cpu::next_mu<C, W>(mu, h, x.template columns<C::hidden>(C::hidden), scratch_);
                 }
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
         head(batch, at, h, logits);
     }
 
-    void embed(const StridedMatrix<float>& h) const {
+    void embed(const Rows<C::hidden>& h) const {
         const W* table = weights_.embed_tokens.data();
 #pragma omp parallel for schedule(static) if (h.rows * C::hidden > 65536)
         for (index_t r = 0; r < h.rows; ++r) {
@@ -203,12 +208,12 @@ private:
         }
     }
 
-    void head(std::span<const Tokens> batch, LogitsAt at, const StridedMatrix<float>& h,
+    void head(std::span<const Tokens> batch, LogitsAt at, const Rows<C::hidden>& h,
               const StridedMatrix<float>& logits) {
         if (at == LogitsAt::none) return;
-        StridedMatrix<const float> selected = h;
+        StridedMatrix<const float, C::hidden> selected = h;
         if (at == LogitsAt::last) {
-            const StridedMatrix<float> last = cpu::block_in(final_, static_cast<index_t>(batch.size()), C::hidden);
+            const Rows<C::hidden> last = cpu::block_in<C::hidden>(final_, static_cast<index_t>(batch.size()));
             index_t end = 0;
             for (std::size_t s = 0; s < batch.size(); ++s) {
                 end += static_cast<index_t>(batch[s].size());
@@ -216,7 +221,7 @@ private:
             }
             selected = last;
         }
-        const StridedMatrix<float> normed = cpu::block_in(m_, selected.rows, C::hidden);
+        const Rows<C::hidden> normed = cpu::block_in<C::hidden>(m_, selected.rows);
         cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,

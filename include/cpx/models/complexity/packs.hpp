@@ -94,8 +94,7 @@ private:
         cpu::PackedWeight gate_up, down;        // shared expert or dense MLP
         cpu::PackedWeight mu_proj;
     };
-    template <class T>
-    cpu::PackedWeight pack(const StridedMatrix<const T>& m, cpu::WeightOrientation o) const {
+    cpu::PackedWeight pack(const StridedMatrix<const W>& m, cpu::WeightOrientation o) const {
         return cpu::PackedWeight::pack(m, o, compute_);
     }
     void pack_swiglu(const cpu::SwiGluWeights<W>& s, Layer& p) const {

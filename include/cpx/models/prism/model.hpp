@@ -124,12 +124,13 @@ private:
             if (packs) packs->attach(l, attention), packs->attach(l, mlp);
             describe_sequences(batch, caches, l, rows_);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
+            const auto attention_in = cpu::rows_of<C::hidden, const float>(normed.data(), n);
+            const StridedMatrix<float, C::hidden> residual = cpu::rows_of<C::hidden>(x.data(), n);
             if (distance_)
-                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
-                                   cpu::Write::accumulate, distance_->layer(l));
+                attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate,
+                                   distance_->layer(l));
             else
-                attention_.forward(attention, cpu::rows_of(Matrix<const float>(normed)), rows_, cpu::rows_of(x),
-                                   cpu::Write::accumulate);
+                attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate);
             cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
             cpu::gelu_mlp(normed, mlp, hidden, x, scratch_, cpu::Write::accumulate);
         }
