@@ -138,14 +138,15 @@ TEST_CASE("packed attention products (fp32_packed, bf16) match the reference, fp
 }
 
 TEST_CASE("decode-shaped calls (a few query rows per KV head) match the reference, fp32 and bf16 caches") {
-    // One or two new rows against a long cache, head dims 32-192 and 3 or 4
-    // query heads per KV head: the shapes of the dedicated decode kernel
+    // One or two new rows against a long cache, head dims 32-192 and 1 to 4
+    // query rows per KV head: the shapes of the dedicated decode kernel
     // (AVX-512) and of its fallback, for both storage types; every kernel family
     // the machine runs is checked.
     cpu::AttentionWorkspace ws;
     for (cpu::VectorIsa isa : testing::vector_isas()) {
         for (Case c : {Case{12, 4, 64, 1, 511}, Case{16, 4, 64, 1, 300}, Case{8, 4, 128, 2, 77}, Case{6, 2, 192, 1, 40},
-                       Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{12, 4, 64, 2, 50}}) {
+                       Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{4, 2, 96, 1, 200},
+                       Case{12, 4, 64, 2, 50}}) {
             const cpu::VectorIsaLimit limit(isa);
             CAPTURE(cpu::vector_isa_name(isa));
             CAPTURE(c.heads);

@@ -129,6 +129,65 @@ void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, cons
             s[i * s_stride + j0] = _mm512_reduce_add_ps(detail::key_partials(k + j0 * k_stride, even[i], odd[i], dim));
 }
 
+namespace detail {
+/// decode_values for a constant row count and pass width (32 or 64 output
+/// dimensions): the accumulators are then a fixed set of registers. With run-time
+/// bounds GCC kept them in a stack array and copied it with memcpy once per value
+/// row (~5% of a 16-sequence fp32 decode step).
+template <index_t Rows, int Width, class KV>
+CPX_TARGET_AVX512 void decode_values_pass(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n,
+                                          float* o, index_t o_stride) {
+    constexpr int vectors = Width / 16;
+    __m512 acc[Rows][vectors];
+    for (auto& a : acc)
+        for (auto& x : a) x = _mm512_setzero_ps();
+    for (index_t j = 0; j < n; ++j) {
+        __m512 x[vectors];
+        if constexpr (std::is_same_v<KV, float>) {
+            const float* vj = v + j * v_stride;
+            for (int b = 0; b < vectors; ++b) x[b] = _mm512_loadu_ps(vj + 16 * b);
+        } else {
+            // x[0], x[1]: even and odd dimensions of [0, 32); x[2], x[3]: of the next 32.
+            const std::uint16_t* vj = &v[j * v_stride].bits;
+            for (int b = 0; b < Width / 32; ++b) {
+                const __m512i words = _mm512_loadu_si512(vj + 32 * b);
+                x[2 * b] = bf16_low_halves(words);
+                x[2 * b + 1] = bf16_high_halves(words);
+            }
+        }
+        for (index_t i = 0; i < Rows; ++i) {
+            const __m512 pij = _mm512_set1_ps(p[i * p_stride + j]);
+            for (int b = 0; b < vectors; ++b) acc[i][b] = _mm512_fmadd_ps(x[b], pij, acc[i][b]);
+        }
+    }
+    for (index_t i = 0; i < Rows; ++i) {
+        float* oi = o + i * o_stride;
+        if constexpr (std::is_same_v<KV, float>) {
+            for (int b = 0; b < vectors; ++b) _mm512_storeu_ps(oi + 16 * b, acc[i][b]);
+        } else {
+            alignas(64) float parts[2][16];
+            for (int b = 0; b < Width / 32; ++b) {
+                _mm512_store_ps(parts[0], acc[i][2 * b]);
+                _mm512_store_ps(parts[1], acc[i][2 * b + 1]);
+                for (int e = 0; e < 16; ++e) {
+                    oi[32 * b + 2 * e] = parts[0][e];
+                    oi[32 * b + 2 * e + 1] = parts[1][e];
+                }
+            }
+        }
+    }
+}
+
+template <index_t Rows, class KV>
+CPX_TARGET_AVX512 void decode_values_rows(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n,
+                                          int dim, float* o, index_t o_stride) {
+    // 64 output dimensions per pass (Rows x 4 accumulators in registers), then 32.
+    int c0 = 0;
+    for (; c0 + 64 <= dim; c0 += 64) decode_values_pass<Rows, 64>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+    if (c0 < dim) decode_values_pass<Rows, 32>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+}
+}  // namespace detail
+
 /// o[i] = sum_{j < n} p[i * p_stride + j] v[j] for i < rows; value j starts at
 /// v + j * v_stride; o rows are `dim` floats, `o_stride` apart.
 template <class KV>
@@ -136,46 +195,13 @@ CPX_TARGET_AVX512
 void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
-    // 64 output dimensions per pass: rows x 4 accumulators stay in registers.
-    for (int c0 = 0; c0 < dim; c0 += 64) {
-        const int width = dim - c0 < 64 ? 32 : 64;
-        __m512 acc[max_decode_rows][4];
-        for (auto& a : acc) a[0] = a[1] = a[2] = a[3] = _mm512_setzero_ps();
-        for (index_t j = 0; j < n; ++j) {
-            __m512 x[4];
-            if constexpr (std::is_same_v<KV, float>) {
-                const float* vj = v + j * v_stride + c0;
-                for (int b = 0; b < width / 16; ++b) x[b] = _mm512_loadu_ps(vj + 16 * b);
-            } else {
-                // x[0], x[1]: even and odd dimensions of [c0, c0 + 32); x[2], x[3]: of the next 32.
-                const std::uint16_t* vj = &v[j * v_stride + c0].bits;
-                for (int b = 0; b < width / 32; ++b) {
-                    const __m512i words = _mm512_loadu_si512(vj + 32 * b);
-                    x[2 * b] = bf16_low_halves(words);
-                    x[2 * b + 1] = bf16_high_halves(words);
-                }
-            }
-            for (index_t i = 0; i < rows; ++i) {
-                const __m512 pij = _mm512_set1_ps(p[i * p_stride + j]);
-                for (int b = 0; b < width / 16; ++b) acc[i][b] = _mm512_fmadd_ps(x[b], pij, acc[i][b]);
-            }
-        }
-        for (index_t i = 0; i < rows; ++i) {
-            float* oi = o + i * o_stride + c0;
-            if constexpr (std::is_same_v<KV, float>) {
-                for (int b = 0; b < width / 16; ++b) _mm512_storeu_ps(oi + 16 * b, acc[i][b]);
-            } else {
-                alignas(64) float parts[2][16];
-                for (int b = 0; b < width / 32; ++b) {
-                    _mm512_store_ps(parts[0], acc[i][2 * b]);
-                    _mm512_store_ps(parts[1], acc[i][2 * b + 1]);
-                    for (int e = 0; e < 16; ++e) {
-                        oi[32 * b + 2 * e] = parts[0][e];
-                        oi[32 * b + 2 * e + 1] = parts[1][e];
-                    }
-                }
-            }
-        }
+    static_assert(max_decode_rows == 4, "decode_values dispatches 1 to 4 rows");
+    switch (rows) {
+    case 1: return detail::decode_values_rows<1>(p, p_stride, v, v_stride, n, dim, o, o_stride);
+    case 2: return detail::decode_values_rows<2>(p, p_stride, v, v_stride, n, dim, o, o_stride);
+    case 3: return detail::decode_values_rows<3>(p, p_stride, v, v_stride, n, dim, o, o_stride);
+    case 4: return detail::decode_values_rows<4>(p, p_stride, v, v_stride, n, dim, o, o_stride);
+    default: return;  // rows == 0; decode_kernel_fits() keeps rows <= max_decode_rows
     }
 }
 
