@@ -352,3 +352,46 @@ TEST_CASE("a batch of sequences with different lengths and offsets equals separa
         for (std::size_t j = 0; j < decode_fp32.size(); ++j) CHECK(out[1][j] == decode_fp32[j]);
     }
 }
+
+#ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
+TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and bf16 values, against double sums") {
+    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
+        MESSAGE("decode value pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    const index_t n = 37, p_stride = 41, v_stride = 100;
+    for (int dim : {32, 64, 96}) {
+        for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
+            CAPTURE(dim);
+            CAPTURE(rows);
+            const auto p = testing::random_normal(rows * p_stride, 7);
+            auto v = testing::random_normal(n * v_stride, 8);
+            std::vector<bf16> v16(v.size());
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                v16[i] = bf16::from_float(v[i]);
+                v[i] = v16[i].to_float();
+            }
+            const index_t o_stride = dim + 3;
+            std::vector<double> want(static_cast<std::size_t>(rows * dim));
+            for (index_t i = 0; i < rows; ++i)
+                for (int c = 0; c < dim; ++c) {
+                    double sum = 0.0;
+                    for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
+                    want[static_cast<std::size_t>(i * dim + c)] = sum;
+                }
+            const auto gather = [&](const std::vector<float>& o) {
+                std::vector<float> got(want.size());
+                for (index_t i = 0; i < rows; ++i)
+                    for (int c = 0; c < dim; ++c) got[static_cast<std::size_t>(i * dim + c)] = o[i * o_stride + c];
+                return got;
+            };
+            auto o = testing::poisoned<float>(rows * o_stride);
+            cpu::avx512::decode_values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
+            CHECK(testing::relative_error(gather(o), want) < 1e-5);
+            o = testing::poisoned<float>(rows * o_stride);
+            cpu::avx512::decode_values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
+            CHECK(testing::relative_error(gather(o), want) < 1e-5);
+        }
+    }
+}
+#endif

@@ -196,12 +196,17 @@ void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, 
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
     static_assert(max_decode_rows == 4, "decode_values dispatches 1 to 4 rows");
-    switch (rows) {
-    case 1: return detail::decode_values_rows<1>(p, p_stride, v, v_stride, n, dim, o, o_stride);
-    case 2: return detail::decode_values_rows<2>(p, p_stride, v, v_stride, n, dim, o, o_stride);
-    case 3: return detail::decode_values_rows<3>(p, p_stride, v, v_stride, n, dim, o, o_stride);
-    case 4: return detail::decode_values_rows<4>(p, p_stride, v, v_stride, n, dim, o, o_stride);
-    default: return;  // rows == 0; decode_kernel_fits() keeps rows <= max_decode_rows
+    // Callers keep rows <= max_decode_rows (decode_kernel_fits); more rows are
+    // still right, four at a time, each group reading the values again.
+    for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
+        const float* pi = p + i0 * p_stride;
+        float* oi = o + i0 * o_stride;
+        switch (std::min(rows - i0, max_decode_rows)) {
+        case 1: detail::decode_values_rows<1>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        case 2: detail::decode_values_rows<2>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        case 3: detail::decode_values_rows<3>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        default: detail::decode_values_rows<4>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        }
     }
 }
 

@@ -21,7 +21,7 @@
 //   (the batch-8 step 15-19% slower). One row on fp32 weights is read the same
 //   way (no split needed) instead of by Eigen's GEMV: single-row products 5-22%
 //   less time on one core (bench_linear, incl. the 98 MB output head), level
-//   to 10% less on two.
+//   to 12% less on two.
 // - Other few-row counts: dot products. A block of four weight rows is loaded (and, for
 //   bf16, widened) once per group of up to four input rows, whose
 //   accumulators stay in registers. bf16: a 32-bit word holds two neighbouring

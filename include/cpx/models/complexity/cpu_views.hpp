@@ -22,8 +22,8 @@ cpu::MuGqaAttentionWeights<C, W> cpu_view(const MuGqaAttentionParams<C, W>& p) {
     using P = MuGqaAttentionParams<C, W>;
     static_assert(P::input_width == cpu::MuGqaAttentionWeights<C, W>::input_width &&
                   P::qkv_width == cpu::MuGqaAttentionWeights<C, W>::qkv_width);
-    return {cpu::rows_of<const W>(p.qkv.data(), P::qkv_width, P::input_width),
-            cpu::rows_of<const W>(p.o_proj.data(), C::hidden, C::q_width), p.q_norm.data(), p.k_norm.data()};
+    return {cpu::rows_of<P::input_width, const W>(p.qkv.data(), P::qkv_width),
+            cpu::rows_of<C::q_width, const W>(p.o_proj.data(), C::hidden), p.q_norm.data(), p.k_norm.data()};
 }
 
 template <ComplexityConfigType C, class W>
@@ -56,7 +56,7 @@ cpu::TokenRoutedMlpWeights<C, W> cpu_view(const TokenRoutedMlpParams<C, W>& p) {
 
 template <ComplexityConfigType C, class W>
 cpu::LearnedRouterMlpWeights<C, W> cpu_view(const LearnedRouterMlpParams<C, W>& p) {
-    return {cpu::rows_of<const W>(p.router.data(), C::experts, C::hidden), cpu_experts_view(p),
+    return {cpu::rows_of<C::hidden, const W>(p.router.data(), C::experts), cpu_experts_view(p),
             cpu_shared_expert_view(p)};
 }
 
