@@ -193,8 +193,10 @@ TEST_CASE("bf16 product: one row (a decode step) is split over the threads by th
     // A one-row product has few outputs but a whole weight to read: threads_for counts both.
     const int all = cpu::max_threads();
     CHECK(cpu::panel_gemm::threads_for(1, 64, 64) == 1);
-    CHECK(cpu::panel_gemm::threads_for(1, 768, 768) == std::min(all, 2));
-    CHECK(cpu::panel_gemm::threads_for(1, 4608, 1536) == std::min(all, 1 + 27));
+    CHECK(cpu::panel_gemm::threads_for(1, 256, 256) == 1);
+    CHECK(cpu::panel_gemm::threads_for(1, 768, 512) == std::min(all, 6));  // an expert's down projection
+    CHECK(cpu::panel_gemm::threads_for(1, 768, 768) == std::min(all, 9));
+    CHECK(cpu::panel_gemm::threads_for(1, 4608, 1536) == std::min(all, 1 + 108));
     CHECK(cpu::panel_gemm::threads_for(512, 768, 16) == std::min(all, 96));
     if (!have_avx512_bf16()) return;
     const int k = 1537, n = 700;  // 700 x 1537 weights: every thread of a two-core machine takes panels
