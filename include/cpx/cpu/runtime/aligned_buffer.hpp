@@ -1,17 +1,58 @@
 #pragma once
-// 64-byte aligned storage for workspaces. Alignment is part of determinism:
-// Eigen's vectorised reductions peel an unaligned head, so the same data at a
-// different alignment can sum in a different order. Workspaces that always
-// start on a cache line give bit-identical results whichever thread or call
-// uses them.
+// 64-byte aligned storage for weights, caches and workspaces. Alignment is part
+// of determinism: Eigen's vectorised reductions peel an unaligned head, so the
+// same data at a different alignment can sum in a different order. Workspaces
+// that always start on a cache line give bit-identical results whichever thread
+// or call uses them.
+//
+// Buffers of 2 MiB and more start on a 2 MiB boundary and ask Linux for
+// transparent huge pages over their whole 2 MiB chunks (madvise: what the
+// common THP mode "madvise" waits for). A decode step streams every weight once;
+// with 4 KiB pages that is a TLB miss and a restart of the hardware prefetcher
+// every 4 KiB. 187M decode steps, alternated binaries, Zen 5: fp32 weights 3-10%
+// less time (batch 1 and 16), bf16 weights level to 7% less; bf16-arithmetic
+// prefill of 512 tokens on two threads 8-11% less, the rest level. A buffer is
+// rounded up to whole huge pages only where that costs at most an eighth of it
+// (storage_bytes): the 187M model with fp32 weights and its caches took 12 MiB
+// more resident memory, 384M 52 MiB (~3%).
+// Define CPX_NO_HUGE_PAGES to keep 4 KiB pages.
 
 #include <cstddef>
 #include <new>
 #include <vector>
 
+#if defined(__linux__) && !defined(CPX_NO_HUGE_PAGES)
+#include <sys/mman.h>
+#if defined(MADV_HUGEPAGE)
+#define CPX_HUGE_PAGES 1
+#endif
+#endif
+
 namespace cpx::cpu {
 
 inline constexpr std::size_t cache_line = 64;
+/// The x86-64 and AArch64 (4 KiB granule) huge page: buffers from this size start on it.
+inline constexpr std::size_t huge_page = std::size_t{2} << 20;
+
+/// Where `bytes` of storage start: on a huge page from its size up, else on a cache line.
+constexpr std::size_t storage_alignment(std::size_t bytes) { return bytes >= huge_page ? huge_page : cache_line; }
+
+/// Bytes reserved for a buffer of `bytes`: rounded up to whole huge pages where that adds at
+/// most an eighth (so its last huge page is its own too), else as asked (its tail past the last
+/// whole huge page keeps 4 KiB pages).
+constexpr std::size_t storage_bytes(std::size_t bytes) {
+    if (bytes < huge_page) return bytes;
+    const std::size_t whole = (bytes + huge_page - 1) / huge_page * huge_page;
+    return whole - bytes <= bytes / 8 ? whole : bytes;
+}
+
+/// Asks for huge pages over the whole huge pages of [p, p + bytes) (p on a huge page). Advice
+/// only: where the kernel has THP off, or cannot find a free huge page, 4 KiB pages serve.
+inline void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
+#ifdef CPX_HUGE_PAGES
+    if (const std::size_t whole = bytes / huge_page * huge_page; whole > 0) ::madvise(p, whole, MADV_HUGEPAGE);
+#endif
+}
 
 template <class T>
 struct CacheAlignedAllocator {
@@ -20,9 +61,12 @@ struct CacheAlignedAllocator {
     template <class U>
     CacheAlignedAllocator(const CacheAlignedAllocator<U>&) {}
     T* allocate(std::size_t n) {
-        return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{cache_line}));
+        const std::size_t bytes = storage_bytes(n * sizeof(T)), align = storage_alignment(bytes);
+        void* p = ::operator new(bytes, std::align_val_t{align});
+        if (align == huge_page) advise_huge_pages(p, bytes);
+        return static_cast<T*>(p);
     }
-    void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{cache_line}); }
+    void deallocate(T* p, std::size_t n) { ::operator delete(p, std::align_val_t{storage_alignment(n * sizeof(T))}); }
     template <class U>
     bool operator==(const CacheAlignedAllocator<U>&) const { return true; }
 };
