@@ -8,8 +8,8 @@
 // Buffers of 2 MiB and more start on a 2 MiB boundary and ask Linux for
 // transparent huge pages over their whole 2 MiB chunks (madvise: what the
 // common THP mode "madvise" waits for). A decode step streams every weight once;
-// with 4 KiB pages that is a TLB miss and a restart of the hardware prefetcher
-// every 4 KiB. 187M decode steps, alternated binaries, Zen 5: fp32 weights 3-10%
+// with 4 KiB pages that is a TLB miss every 4 KiB (a page walk the prefetches
+// wait for). 187M decode steps, alternated binaries, Zen 5: fp32 weights 3-10%
 // less time (batch 1 and 16), bf16 weights level to 7% less; bf16-arithmetic
 // prefill of 512 tokens on two threads 8-11% less, the rest level. A buffer is
 // rounded up to whole huge pages only where that costs at most an eighth of it
