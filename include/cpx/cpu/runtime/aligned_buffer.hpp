@@ -10,8 +10,10 @@
 // common THP mode "madvise" waits for). A decode step streams every weight once;
 // with 4 KiB pages that is a TLB miss every 4 KiB (a page walk the prefetches
 // wait for). 187M decode steps, alternated binaries, Zen 5: fp32 weights 3-10%
-// less time (batch 1 and 16), bf16 weights level to 7% less; bf16-arithmetic
-// prefill of 512 tokens on two threads 8-11% less, the rest level. A buffer is
+// less time (batch 1 and 16), bf16 weights level to 7% less; prefill level
+// (187M bf16 arithmetic, 512 tokens, two threads: 135-164 ms against 151-162
+// over two alternated runs; 187M and 384M, one and two threads, bf16 and
+// fp32_packed: within 6% either way). A buffer is
 // rounded up to whole huge pages only where that costs at most an eighth of it
 // (storage_bytes): the 187M model with fp32 weights and its caches took 12 MiB
 // more resident memory, 384M 52 MiB (~3%).
