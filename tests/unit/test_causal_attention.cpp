@@ -78,8 +78,12 @@ Inputs random_inputs(const Case& c, unsigned base) {
 TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, with and without offset") {
     cpu::AttentionWorkspace ws;
     // rows 70 with one group spans two 64-row blocks; offsets model a chunk appended to a cache.
+    // Every softmax kernel the machine runs (portable Eigen, AVX-512).
+    for (cpu::VectorIsa isa : testing::vector_isas())
     for (Case c : {Case{4, 4, 16, 70, 0}, Case{6, 2, 8, 33, 0}, Case{6, 2, 8, 5, 17}, Case{4, 1, 32, 1, 40},
                    Case{3, 1, 64, 30, 100}}) {
+        const cpu::VectorIsaLimit limit(isa);
+        CAPTURE(cpu::vector_isa_name(isa));
         CAPTURE(c.heads);
         CAPTURE(c.kv_heads);
         CAPTURE(c.rows);
@@ -393,5 +397,53 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
             CHECK(testing::relative_error(gather(o), want) < 1e-5);
         }
     }
+}
+#endif
+
+#ifdef CPX_HAVE_SOFTMAX_AVX512
+// The AVX-512 softmax row against a double-precision one: every tail length of the
+// 16-lane loop, long rows, spreads that underflow most terms to 0, -inf scores, and
+// the masked part [valid, n) zeroed without touching what lies past n.
+TEST_CASE("the AVX-512 softmax row matches a double softmax, tails and underflow included") {
+    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
+        MESSAGE("AVX-512 softmax skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<index_t> lengths;
+    for (index_t v = 1; v <= 40; ++v) lengths.push_back(v);
+    for (index_t v : {63, 64, 65, 513, 2048}) lengths.push_back(v);
+    unsigned seed = 300;
+    for (float spread : {0.5f, 3.0f, 40.0f, 1000.0f})
+        for (index_t valid : lengths) {
+            CAPTURE(spread);
+            CAPTURE(valid);
+            const index_t n = valid + (valid % 7) * 3, guard = 5;
+            auto s = testing::random_normal(static_cast<std::size_t>(n + guard), ++seed, spread);
+            if (valid > 3) s[1] = -inf;  // a score that must give exactly 0
+            const std::vector<float> in(s.begin(), s.begin() + valid);
+            for (index_t j = n; j < n + guard; ++j) s[j] = 12345.0f;
+            cpu::avx512::masked_softmax_row(s.data(), valid, n);
+
+            double mx = -1e300, sum = 0.0;
+            for (float x : in) mx = std::max(mx, double(x));
+            for (float x : in) sum += std::exp(double(x) - mx);
+            double worst = 0.0, total = 0.0;
+            for (index_t j = 0; j < valid; ++j) {
+                const double want = std::exp(double(in[j]) - mx) / sum;
+                total += s[j];
+                if (want > 1e-30) worst = std::max(worst, std::abs(s[j] - want) / want);
+                else CHECK(std::abs(s[j]) <= 1e-30);  // underflowed in fp32 or near it
+            }
+            CHECK(worst < 4e-6);
+            CHECK(std::abs(total - 1.0) < 1e-5);
+            if (valid > 3) CHECK(s[1] == 0.0f);
+            for (index_t j = valid; j < n; ++j) CHECK(s[j] == 0.0f);
+            for (index_t j = n; j < n + guard; ++j) CHECK(s[j] == 12345.0f);
+        }
+    // Equal scores: exactly uniform up to rounding.
+    std::vector<float> flat(37, 2.5f);
+    cpu::avx512::masked_softmax_row(flat.data(), 37, 37);
+    for (float p : flat) CHECK(std::abs(p - 1.0f / 37.0f) < 1e-7f);
 }
 #endif

@@ -4,7 +4,8 @@
 // both call it). For query row t (absolute position offset + t) and query
 // head h reading KV head h / groups:
 //     out[t, h] = sum_{j <= offset + t} softmax_j(scale * q[t, h] . k[j, h / groups]) v[j, h / groups]
-// The softmax is max-subtracted with fp32 accumulation. Work is split over
+// The softmax is max-subtracted with fp32 accumulation (cpu/kernels/softmax_avx512.hpp
+// where vector_isa() allows, Eigen's expressions otherwise). Work is split over
 // (KV head, block of query rows); each block stacks the queries of the
 // `groups` heads that share a KV head into one GEMM against that head's keys,
 // so K and V are read once per block and the products run at GEMM speed.
@@ -35,6 +36,7 @@
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/kernels/gemm_f32_packed.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/softmax_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
@@ -155,8 +157,12 @@ void check_attention_shapes(const HeadRows<const float>& q, const HeadRows<const
                         " and ", v.rows);
 }
 
-/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0.
-inline void masked_softmax_row(float* s, index_t valid, index_t n) {
+/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0. `avx512`: with
+/// the AVX-512 kernel (cpu/kernels/softmax_avx512.hpp), where the caller's vector_isa() allows.
+inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unused]] bool avx512) {
+#ifdef CPX_HAVE_SOFTMAX_AVX512
+    if (avx512) return avx512::masked_softmax_row(s, valid, n);
+#endif
     Eigen::Map<Eigen::ArrayXf> live(s, valid);
     const float m = live.maxCoeff();
     live = (live - m).exp();
@@ -251,9 +257,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     // the largest blocks (latest rows, most keys) come first for the dynamic schedule.
     const auto blocks_of = [&](const AttentionProblem<KV>& p) { return (p.q.rows + block - 1) / block; };
     for (const auto& p : problems) total_items += blocks_of(p) * kv_heads;
-#ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
-    const bool avx512_decode = vector_isa() == VectorIsa::avx512;
-#endif
+    const bool avx512 = vector_isa() == VectorIsa::avx512;
 
 #pragma omp parallel for schedule(dynamic, 1) if (total_items > 1 && work > 1e5)
     for (index_t item = 0; item < total_items; ++item) {
@@ -290,7 +294,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 for (index_t r = 0; r < nrows; ++r) {
                     float* srow = s + (g * nrows + r) * ss;
                     const index_t position = offset + t0 + r;
-                    detail::masked_softmax_row(srow, position + 1, n);
+                    detail::masked_softmax_row(srow, position + 1, n, avx512);
                     if constexpr (!std::is_same_v<Observer, NoAttentionObserver>)
                         observe(pi, kh * groups + g, position, static_cast<const float*>(srow), position + 1);
                 }
@@ -299,7 +303,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
         // Decode (a few stacked query rows): keys and values read once, from the
         // cache itself, bf16 widened in registers.
         if constexpr (std::is_same_v<KV, float> || std::is_same_v<KV, bf16>) {
-            if (avx512_decode && avx512::decode_kernel_fits(m, dq, dv) && (std::is_same_v<KV, bf16> || m > 1)) {
+            if (avx512 && avx512::decode_kernel_fits(m, dq, dv) && (std::is_same_v<KV, bf16> || m > 1)) {
                 avx512::decode_scores(qg, dq, m, dq, k.head(0, kh), k.row_stride, n, s, ss);
                 normalise();
                 avx512::decode_values(s, ss, m, v.head(0, kh), v.row_stride, n, dv, o, dv);
