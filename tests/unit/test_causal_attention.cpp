@@ -441,6 +441,14 @@ TEST_CASE("the AVX-512 softmax row matches a double softmax, tails and underflow
             for (index_t j = valid; j < n; ++j) CHECK(s[j] == 0.0f);
             for (index_t j = n; j < n + guard; ++j) CHECK(s[j] == 12345.0f);
         }
+    // A NaN score poisons the row instead of vanishing as a zero probability.
+    for (index_t at : {0, 5, 16, 20}) {
+        CAPTURE(at);
+        auto row = testing::random_normal(21, 400);
+        row[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+        cpu::avx512::masked_softmax_row(row.data(), 21, 21);
+        for (float p : row) CHECK(std::isnan(p));
+    }
     // Equal scores: exactly uniform up to rounding.
     std::vector<float> flat(37, 2.5f);
     cpu::avx512::masked_softmax_row(flat.data(), 37, 37);
