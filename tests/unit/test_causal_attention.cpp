@@ -79,19 +79,21 @@ TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, w
     cpu::AttentionWorkspace ws;
     // rows 70 with one group spans two 64-row blocks; offsets model a chunk appended to a cache.
     // Every softmax kernel the machine runs (portable Eigen, AVX-512).
-    for (cpu::VectorIsa isa : testing::vector_isas())
-    for (Case c : {Case{4, 4, 16, 70, 0}, Case{6, 2, 8, 33, 0}, Case{6, 2, 8, 5, 17}, Case{4, 1, 32, 1, 40},
-                   Case{3, 1, 64, 30, 100}}) {
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
         const cpu::VectorIsaLimit limit(isa);
         CAPTURE(cpu::vector_isa_name(isa));
-        CAPTURE(c.heads);
-        CAPTURE(c.kv_heads);
-        CAPTURE(c.rows);
-        CAPTURE(c.offset);
-        auto [q, k, v] = random_inputs(c, 1);
-        const float scale = 1.0f / std::sqrt(float(c.dim));
-        // fp32 dot products of <= 64 terms and fp32 softmax sums over <= 130 keys: ~1e-6 relative.
-        CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
+        for (Case c : {Case{4, 4, 16, 70, 0}, Case{6, 2, 8, 33, 0}, Case{6, 2, 8, 5, 17}, Case{4, 1, 32, 1, 40},
+                       Case{3, 1, 64, 30, 100}}) {
+            CAPTURE(c.heads);
+            CAPTURE(c.kv_heads);
+            CAPTURE(c.rows);
+            CAPTURE(c.offset);
+            auto [q, k, v] = random_inputs(c, 1);
+            const float scale = 1.0f / std::sqrt(float(c.dim));
+            // fp32 dot products of <= 64 terms and fp32 softmax sums over <= 130 keys: ~1e-6 relative.
+            CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) <
+                  1e-5);
+        }
     }
 }
 
