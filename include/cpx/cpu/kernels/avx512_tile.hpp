@@ -2,7 +2,8 @@
 // What the packed-panel micro-kernels (cpu/kernels/gemm_bf16_avx512.hpp,
 // cpu/kernels/gemm_f32_avx512.hpp) share: the tile's shape, its fp32 accumulators
 // (loaded from C or zeroed, stored back, masked to the panel's valid columns),
-// and the dispatch from a run-time row count to the kernel compiled for it.
+// the prefetches of the next block (panel_gemm::Lookahead), and the dispatch from
+// a run-time row count to the kernel compiled for it.
 // Only the inner product differs between the kernels.
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -11,6 +12,7 @@
 
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/panel_gemm.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512_tile {
@@ -44,6 +46,28 @@ struct Accumulators {
         for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
             for (int j = 0; j < vectors; ++j) _mm512_mask_storeu_ps(c + r * ldc + 16 * j, mask[j], v[r][j]);
+    }
+};
+
+/// A tile's share of the next block (panel_gemm::Lookahead), fetched toward L2 a few lines
+/// per step of the tile's input loop so that the stream spreads over the whole tile.
+struct Prefetcher {
+    const char* next = nullptr;
+    const char* end = nullptr;
+    int per_step = 0;  ///< 0: nothing to fetch
+
+    Prefetcher() = default;
+    template <class T>
+    Prefetcher(PackedPanelsView<T> b, const panel_gemm::Lookahead& ahead, index_t steps) {
+        if (ahead.panel < 0 || steps <= 0) return;
+        const index_t lines = ahead.groups * static_cast<index_t>(packed_panel_cols * sizeof(T) * b.group) / 64;
+        const char* block = reinterpret_cast<const char*>(b.panel(ahead.panel, ahead.group));
+        next = block + 64 * (lines * ahead.share_begin / ahead.shares);
+        end = block + 64 * (lines * ahead.share_end / ahead.shares);
+        per_step = static_cast<int>(((end - next) / 64 + steps - 1) / steps);
+    }
+    CPX_TARGET_AVX512 void step() {
+        for (int i = 0; i < per_step && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
     }
 };
 

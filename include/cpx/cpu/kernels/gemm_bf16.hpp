@@ -106,11 +106,12 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
             if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
         }
         panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
-                                 [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
+                                 [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
+                                     const panel_gemm::Lookahead& next) {
                                      k::tile_rows_n(rows, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
                                                     y.row(r) + p * packed_panel_cols, y.ld,
                                                     std::min(packed_panel_cols, n - p * packed_panel_cols),
-                                                    accumulate || !first_block);
+                                                    accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
                                  });
     }
 #else

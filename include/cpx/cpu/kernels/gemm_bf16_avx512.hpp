@@ -49,15 +49,18 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel, over `pairs` input pairs.
 /// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
-/// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written.
-template <int MR>
+/// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written. Ahead:
+/// `ahead` fetches its lines during the loop.
+template <int MR, bool Ahead>
 CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
-                                        float* c, index_t ldc, index_t cols, bool load_c) {
+                                        float* c, index_t ldc, index_t cols, bool load_c,
+                                        avx512_tile::Prefetcher ahead) {
     constexpr int NV = avx512_tile::vectors;
     avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
     const std::uint16_t* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t p = 0; p < pairs; ++p) {
+        if constexpr (Ahead) ahead.step();
         const bf16* bp = b + p * (packed_panel_cols * 2);
         __m512bh bv[NV];
 #pragma GCC unroll 4
@@ -76,8 +79,11 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
 
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
-                        index_t ldc, index_t cols, bool load_c) {
-    avx512_tile::for_rows(rows, [&]<int R>() { tile<R>(a, lda, b, pairs, c, ldc, cols, load_c); });
+                        index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, [&]<int R>() {
+        if (ahead.per_step > 0) tile<R, true>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
+        else tile<R, false>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
+    });
 }
 
 }  // namespace cpx::cpu::avx512_bf16

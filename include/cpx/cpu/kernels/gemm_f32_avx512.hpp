@@ -21,15 +21,17 @@ namespace cpx::cpu::avx512_f32 {
 
 inline constexpr int tile_rows = avx512_tile::rows;
 
-/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs.
-template <int MR>
+/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs. Ahead:
+/// `ahead` fetches its lines during the loop.
+template <int MR, bool Ahead>
 CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
-                                   index_t cols, bool load_c) {
+                                   index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
     constexpr int NV = avx512_tile::vectors;
     avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t k = 0; k < depth; ++k) {
+        if constexpr (Ahead) ahead.step();
         const float* bk = b + k * packed_panel_cols;
         __m512 bv[NV];
 #pragma GCC unroll 4
@@ -46,8 +48,11 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
 
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
-                        index_t cols, bool load_c) {
-    avx512_tile::for_rows(rows, [&]<int R>() { tile<R>(a, lda, b, depth, c, ldc, cols, load_c); });
+                        index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, [&]<int R>() {
+        if (ahead.per_step > 0) tile<R, true>(a, lda, b, depth, c, ldc, cols, load_c, ahead);
+        else tile<R, false>(a, lda, b, depth, c, ldc, cols, load_c, ahead);
+    });
 }
 
 }  // namespace cpx::cpu::avx512_f32

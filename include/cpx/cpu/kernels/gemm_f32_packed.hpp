@@ -62,11 +62,12 @@ inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsVie
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, depth));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, gemm_f32_detail::block_depth, k::tile_rows,
-                             [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block) {
+                             [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
+                                 const panel_gemm::Lookahead& next) {
                                  k::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn,
                                                 y.row(r) + p * packed_panel_cols, y.ld,
                                                 std::min(packed_panel_cols, n - p * packed_panel_cols),
-                                                accumulate || !first_block);
+                                                accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
                              });
 #endif
 }
