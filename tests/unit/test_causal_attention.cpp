@@ -359,6 +359,71 @@ TEST_CASE("a batch of sequences with different lengths and offsets equals separa
     }
 }
 
+TEST_CASE("a decode-only batch (one new row per sequence) equals separate calls, head-major and row-major caches") {
+    // The shape of a batched decode step: every problem one query row read by the decode
+    // kernels, caches laid out head-major (as KVCache stores them) or row-major. Eleven
+    // sequences x 2 KV heads: more items than threads, so the items are shared.
+    const int heads = 6, kv_heads = 2, dim = 64;
+    const index_t capacity = 700;
+    const std::vector<index_t> offsets = {0, 5, 63, 64, 100, 257, 511, 600, 1, 333, 699};
+    const auto check = [&]<class KV>(bool head_major) {
+        CAPTURE(head_major);
+        CAPTURE(sizeof(KV));
+        std::vector<std::vector<float>> q, out;
+        std::vector<std::vector<KV>> k, v;
+        std::vector<cpu::AttentionProblem<KV>> problems;
+        const auto cache_view = [&](std::vector<KV>& c) {
+            return head_major ? cpu::HeadRows<const KV>{c.data(), capacity, kv_heads, dim, dim, capacity * dim}
+                              : cpu::HeadRows<const KV>(cpu::packed_heads(c.data(), capacity, kv_heads, dim));
+        };
+        for (std::size_t i = 0; i < offsets.size(); ++i) {
+            q.push_back(testing::random_normal(heads * dim, 60 + i));
+            const auto kf = testing::random_normal(capacity * kv_heads * dim, 70 + i);
+            const auto vf = testing::random_normal(capacity * kv_heads * dim, 80 + i);
+            k.emplace_back(kf.size()), v.emplace_back(vf.size());
+            for (std::size_t j = 0; j < kf.size(); ++j) {
+                if constexpr (std::is_same_v<KV, bf16>)
+                    k.back()[j] = bf16::from_float(kf[j]), v.back()[j] = bf16::from_float(vf[j]);
+                else
+                    k.back()[j] = kf[j], v.back()[j] = vf[j];
+            }
+            out.push_back(testing::poisoned<float>(heads * dim));
+        }
+        for (std::size_t i = 0; i < offsets.size(); ++i) {
+            const auto keys = cache_view(k[i]), values = cache_view(v[i]);
+            problems.push_back({cpu::packed_heads<const float>(q[i].data(), 1, heads, dim),
+                                keys.rows_range(0, offsets[i] + 1), values.rows_range(0, offsets[i] + 1),
+                                cpu::packed_heads(out[i].data(), 1, heads, dim), offsets[i]});
+        }
+        cpu::AttentionWorkspace ws;
+        for (cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::bf16}) {
+            for (auto& o : out) {  // in place: the problems point into these buffers
+                const auto poison = testing::poisoned<float>(heads * dim);
+                std::copy(poison.begin(), poison.end(), o.begin());
+            }
+            cpu::causal_attention_batch<KV>(problems, 0.125f, ws, compute);
+            for (std::size_t i = 0; i < offsets.size(); ++i) {
+                CAPTURE(i);
+                auto alone = testing::poisoned<float>(heads * dim);
+                cpu::AttentionProblem<KV> single = problems[i];
+                single.out = cpu::packed_heads(alone.data(), 1, heads, dim);
+                cpu::AttentionWorkspace own;
+                cpu::causal_attention_batch<KV>(std::span<const cpu::AttentionProblem<KV>>(&single, 1), 0.125f, own,
+                                                compute);
+                CHECK(out[i] == alone);
+            }
+        }
+    };
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
+        const cpu::VectorIsaLimit limit(isa);
+        CAPTURE(cpu::vector_isa_name(isa));
+        for (bool head_major : {true, false}) {
+            check.template operator()<float>(head_major);
+            check.template operator()<bf16>(head_major);
+        }
+    }
+}
+
 #ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
 TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and bf16 values, against double sums") {
     if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
