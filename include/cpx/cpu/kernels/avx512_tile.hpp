@@ -71,18 +71,23 @@ struct Prefetcher {
     }
 };
 
-/// kernel.template operator()<R>() with R = row_count, 1 <= row_count <= rows.
+/// kernel.template operator()<R, Ahead>() with R = row_count (1 <= row_count <= rows) and
+/// Ahead = whether `ahead` has lines to fetch: the tile without prefetches keeps its loop bare.
 template <class Kernel>
-void for_rows(int row_count, Kernel&& kernel) {
+void for_rows(int row_count, const Prefetcher& ahead, Kernel&& kernel) {
     static_assert(rows == 6, "for_rows covers 1..6 rows");
-    switch (row_count) {
-        case 6: kernel.template operator()<6>(); break;
-        case 5: kernel.template operator()<5>(); break;
-        case 4: kernel.template operator()<4>(); break;
-        case 3: kernel.template operator()<3>(); break;
-        case 2: kernel.template operator()<2>(); break;
-        default: kernel.template operator()<1>(); break;
-    }
+    const auto dispatch = [&]<bool Ahead>() {
+        switch (row_count) {
+            case 6: kernel.template operator()<6, Ahead>(); break;
+            case 5: kernel.template operator()<5, Ahead>(); break;
+            case 4: kernel.template operator()<4, Ahead>(); break;
+            case 3: kernel.template operator()<3, Ahead>(); break;
+            case 2: kernel.template operator()<2, Ahead>(); break;
+            default: kernel.template operator()<1, Ahead>(); break;
+        }
+    };
+    if (ahead.per_step > 0) dispatch.template operator()<true>();
+    else dispatch.template operator()<false>();
 }
 
 }  // namespace cpx::cpu::avx512_tile

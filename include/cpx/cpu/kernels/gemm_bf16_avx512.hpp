@@ -80,10 +80,7 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
                         index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, [&]<int R>() {
-        if (ahead.per_step > 0) tile<R, true>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
-        else tile<R, false>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
-    });
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, pairs, c, ldc, cols, load_c, ahead); });
 }
 
 }  // namespace cpx::cpu::avx512_bf16

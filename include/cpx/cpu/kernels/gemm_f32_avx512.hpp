@@ -49,10 +49,7 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
                         index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, [&]<int R>() {
-        if (ahead.per_step > 0) tile<R, true>(a, lda, b, depth, c, ldc, cols, load_c, ahead);
-        else tile<R, false>(a, lda, b, depth, c, ldc, cols, load_c, ahead);
-    });
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, depth, c, ldc, cols, load_c, ahead); });
 }
 
 }  // namespace cpx::cpu::avx512_f32

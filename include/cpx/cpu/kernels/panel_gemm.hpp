@@ -55,7 +55,7 @@ struct Lookahead {
 /// (C not yet written by this call).
 ///
 /// Lookahead: the first tile over a block of B reads it from memory and the others from L2,
-/// so with only a few tiles per block (batched decode: 7 to 48 rows) memory idled while the
+/// so with only a few tiles per block (batched decode) memory idled while the
 /// later tiles computed. Wherever a thread has more than one tile of rows, each tile fetches
 /// its rows' share of the block the thread computes next, spread over its loop, and the
 /// stream overlaps all of the block's compute. The 126 bf16 products of a 187M decode step
