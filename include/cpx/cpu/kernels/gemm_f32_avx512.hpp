@@ -22,7 +22,7 @@ namespace cpx::cpu::avx512_f32 {
 inline constexpr int tile_rows = avx512_tile::rows;
 
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs. Ahead:
-/// `ahead` fetches its lines during the loop.
+/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream.
 template <int MR, bool Ahead>
 CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
                                    index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
@@ -31,8 +31,9 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t k = 0; k < depth; ++k) {
-        if constexpr (Ahead) ahead.step();
         const float* bk = b + k * packed_panel_cols;
+        if constexpr (Ahead) ahead.step();
+        else if constexpr (MR > 1) avx512_tile::fetch_stream(bk);
         __m512 bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(bk + 16 * v);
