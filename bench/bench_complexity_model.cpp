@@ -175,6 +175,9 @@ void register_all() {
     for (index_t batch : {4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2, cpu::Compute::bf16);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1, cpu::Compute::bf16);
     for (index_t batch : {1, 16}) decode<ComplexityDeep187M, float>("187M", batch, 512, 2, cpu::Compute::bf16);
+    // fp32 arithmetic on bf16 weights packed once: bf16 panels, widened exactly by the kernel.
+    for (index_t batch : {1, 4, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2, cpu::Compute::fp32_packed);
+    prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 2, cpu::Compute::fp32_packed);
 
     // bf16 arithmetic (bf16 weights, products in bf16 with fp32 sums): the comparison with
     // OpenVINO's and PyTorch's bf16 inference.

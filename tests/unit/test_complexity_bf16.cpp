@@ -162,6 +162,8 @@ TEST_CASE("fp32_packed arithmetic through the KV cache, with bf16-stored weights
     auto weights = convert_weights<bf16>(test_weights<C>(29));
     const auto ref = reference_weights(weights);
     ComplexityModel<C, bf16> model(weights, cpu::Compute::fp32_packed);
+    // bf16 weights keep bf16 panels (widened by the kernel): half the bytes of an fp32 model's packs.
+    CHECK(2 * model.packed_bytes() == ComplexityModel<C>(test_weights<C>(29), cpu::Compute::fp32_packed).packed_bytes());
     const auto tokens = random_tokens(36, C::vocab, 30);
     const auto want = reference_logits<C>(ref, tokens);
     KVCache<C> cache(64);

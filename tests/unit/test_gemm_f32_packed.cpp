@@ -1,5 +1,6 @@
-// The packed fp32 product (cpu/kernels/gemm_f32_packed.hpp) against a double-precision
-// reference. The operands are exact in fp32, so only the summation errs:
+// The packed fp32 product (cpu/kernels/gemm_f32_packed.hpp), on fp32 panels and on a bf16
+// weight's panels, against a double-precision reference. The operands are exact in fp32
+// (a bf16 weight's values widen exactly), so only the summation errs:
 // |y - y_exact| <= (K + 1) 2^-24 S per element, S = |y0| + sum_k |x_k w_k|
 // (K additions, one more when accumulating into y0), checked element by element.
 #include <doctest/doctest.h>
@@ -7,6 +8,7 @@
 #include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
@@ -38,26 +40,56 @@ void check_exact(const std::vector<float>& x, const std::vector<float>& w, const
     CHECK(bad == 0);
 }
 
+/// w rounded to bf16 and back: the values a bf16 weight stores.
+std::vector<float> bf16_values(std::vector<float> w) {
+    for (float& v : w) v = bf16::from_float(v).to_float();
+    return w;
+}
+
+std::vector<bf16> to_bf16(const std::vector<float>& w) {
+    std::vector<bf16> out(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) out[i] = bf16::from_float(w[i]);
+    return out;
+}
+
+/// Panels = PackedF32 (fp32 weights) or PackedBf16 (a bf16 weight's panels, widened by the
+/// product): the product of the stored values is exact in fp32 either way.
+template <class Panels>
 void run_case(int m, int k, int n, bool accumulate, cpu::WeightOrientation orientation) {
+    constexpr bool widened = std::is_same_v<Panels, cpu::PackedBf16>;
+    CAPTURE(widened);
     CAPTURE(m);
     CAPTURE(k);
     CAPTURE(n);
     CAPTURE(accumulate);
     const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 41 + m + 3 * k);
-    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 43 + n, 0.05f);  // [n, k]
-    cpu::PackedF32 packed;
-    if (orientation == cpu::WeightOrientation::out_in) {
-        packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), orientation);
-    } else {
-        std::vector<float> wt(w.size());
+    auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 43 + n, 0.05f);  // [n, k]
+    if (widened) w = bf16_values(w);
+    std::vector<float> stored = w;  // in the packing orientation
+    if (orientation == cpu::WeightOrientation::in_out)
         for (int o = 0; o < n; ++o)
-            for (int i = 0; i < k; ++i) wt[static_cast<std::size_t>(i) * n + o] = w[static_cast<std::size_t>(o) * k + i];
-        packed = cpu::PackedF32::pack(cpu::rows_of<const float>(wt.data(), k, n), orientation);
+            for (int i = 0; i < k; ++i) stored[static_cast<std::size_t>(i) * n + o] = w[static_cast<std::size_t>(o) * k + i];
+    const index_t rows = orientation == cpu::WeightOrientation::out_in ? n : k, cols = stored.size() / rows;
+    Panels packed;
+    if constexpr (widened) {
+        const auto w16 = to_bf16(stored);
+        packed = Panels::pack(cpu::rows_of<const bf16>(w16.data(), rows, cols), orientation);
+    } else {
+        packed = Panels::pack(cpu::rows_of<const float>(stored.data(), rows, cols), orientation);
     }
     const auto initial = testing::random_normal(static_cast<std::size_t>(m) * n, 6);
     std::vector<float> y = accumulate ? initial : testing::poisoned<float>(initial.size());
     cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n), accumulate);
     check_exact(x, w, y, m, k, n, n, 0, accumulate ? &initial : nullptr);
+}
+
+template <class Panels>
+void run_tail_cases() {
+    const int cases[][3] = {{1, 1, 1}, {5, 3, 17}, {6, 31, 65}, {7, 64, 63}, {13, 257, 130}, {200, 300, 200},
+                            {37, 700, 129}, {400, 96, 70}, {2, 2, 64}, {4, 33, 1}};
+    for (const auto& c : cases)
+        for (bool accumulate : {false, true}) run_case<Panels>(c[0], c[1], c[2], accumulate, cpu::WeightOrientation::out_in);
+    for (bool accumulate : {false, true}) run_case<Panels>(13, 257, 130, accumulate, cpu::WeightOrientation::in_out);
 }
 
 }  // namespace
@@ -75,18 +107,44 @@ TEST_CASE("fp32 packing is exact, padding is zero") {
 
 TEST_CASE("packed fp32 product: tails in M, N and K, both modes, both orientations") {
     if (!have_avx512()) return;
-    const int cases[][3] = {{1, 1, 1}, {5, 3, 17}, {6, 31, 65}, {7, 64, 63}, {13, 257, 130}, {200, 300, 200},
-                            {37, 700, 129}, {400, 96, 70}};
-    for (const auto& c : cases)
-        for (bool accumulate : {false, true}) run_case(c[0], c[1], c[2], accumulate, cpu::WeightOrientation::out_in);
-    for (bool accumulate : {false, true}) run_case(13, 257, 130, accumulate, cpu::WeightOrientation::in_out);
+    run_tail_cases<cpu::PackedF32>();
+}
+
+TEST_CASE("packed fp32 product on a bf16 weight's panels: tails in M, N and K (odd K too), both modes and orientations") {
+    if (!have_avx512()) return;
+    run_tail_cases<cpu::PackedBf16>();
 }
 
 TEST_CASE("packed fp32 product: inputs over several blocks, the last one short") {
     if (!have_avx512()) return;
     // Each input block after the first adds to the accumulators the one before stored.
     const int k = static_cast<int>(2 * cpu::gemm_f32_detail::block_depth) + 37;
-    for (bool accumulate : {false, true}) run_case(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
+    for (bool accumulate : {false, true}) {
+        run_case<cpu::PackedF32>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
+        run_case<cpu::PackedBf16>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);  // odd: the last pair half
+        run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, cpu::WeightOrientation::out_in);
+    }
+}
+
+TEST_CASE("packed fp32 product on bf16 panels: an odd K never reads x past its row") {
+    if (!have_avx512()) return;
+    // x rows are strided with a NaN right after each row's last input: the pad input of the
+    // last pair meets a zero weight, and 0 x NaN would poison the row if it were read.
+    const int m = 8, k = 45, n = 70, x_stride = 46;
+    const auto w = bf16_values(testing::random_normal(static_cast<std::size_t>(n) * k, 21, 0.05f));
+    const auto w16 = to_bf16(w);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(w16.data(), n, k), cpu::WeightOrientation::out_in);
+    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 22);
+    std::vector<float> xs(static_cast<std::size_t>(m) * x_stride, std::nanf(""));
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < k; ++i) xs[static_cast<std::size_t>(r) * x_stride + i] = x[static_cast<std::size_t>(r) * k + i];
+    for (int threads : {0, 1}) {
+        CAPTURE(threads);
+        std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
+        cpu::gemm_f32_packed(StridedMatrix<const float>{xs.data(), m, k, x_stride}, packed.view(),
+                             cpu::rows_of(y.data(), m, n), false, threads);
+        check_exact(x, w, y, m, k, n, n, 0, nullptr);
+    }
 }
 
 TEST_CASE("packed fp32 product: strided input and output; columns beside the output are untouched") {

@@ -245,6 +245,54 @@ TEST_CASE("a packed copy is what every call reads, one row to many, both layouts
     }
 }
 
+TEST_CASE("fp32_packed on a bf16 weight: bf16 panels, the fp32 product of the stored values, equal to the unpacked path") {
+    // The pack of a bf16 weight keeps its values in bf16 panels (half of fp32 panels) and the
+    // kernel widens them exactly: the same fp32 sums of the same products as the stored-weight
+    // path, in another order (1e-5), for odd and even inputs, one row to many, both layouts.
+    if (!cpu::gemm_f32_packed_available()) {
+        MESSAGE("skipped: no AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    cpu::LinearScratch scratch;
+    for (int in : {67, 64}) {
+        CAPTURE(in);
+        const int out = 150;
+        const auto w16 = stored<bf16>(testing::random_normal(out * in, 8, 0.1f));  // [out, in]
+        std::vector<bf16> w16_t(w16.size());                                       // [in, out]
+        for (int o = 0; o < out; ++o)
+            for (int i = 0; i < in; ++i) w16_t[i * out + o] = w16[o * in + i];
+        const auto nn = cpu::PackedWeight::pack(cpu::rows_of<const bf16>(w16.data(), out, in),
+                                                cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
+        const auto io = cpu::PackedWeight::pack(cpu::rows_of<const bf16>(w16_t.data(), in, out),
+                                                cpu::WeightOrientation::in_out, cpu::Compute::fp32_packed);
+        REQUIRE(nn.bf16_widened() != nullptr);
+        CHECK(nn.f32() == nullptr);
+        CHECK(nn.bf16() == nullptr);
+        CHECK(cpu::compute_of(&nn) == cpu::Compute::fp32_packed);
+        CHECK(nn.bytes() == nn.bf16_widened()->bytes());
+        CHECK(nn.outputs() == out);
+        CHECK(nn.inputs() == in);
+        for (int rows : {1, 3, 6, 16, 40}) {
+            CAPTURE(rows);
+            const auto x = testing::random_normal(rows * in, 500 + rows);
+            const auto initial = testing::random_normal(rows * out, 600 + rows);
+            const auto weight = [&](int o, int i) { return double(w16[o * in + i].to_float()); };
+            auto y = testing::poisoned<float>(rows * out);
+            cpu::linear<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w16.data(), out, in),
+                              cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch, &nn);
+            CHECK(testing::relative_error(y, reference(x, rows, in, out, weight)) < 1e-5);
+            auto plain = testing::poisoned<float>(rows * out);
+            cpu::linear<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w16.data(), out, in),
+                              cpu::rows_of(plain.data(), rows, out), cpu::Write::overwrite, scratch);
+            CHECK(testing::relative_error(y, std::vector<double>(plain.begin(), plain.end())) < 1e-5);
+            y = initial;
+            cpu::matmul<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w16_t.data(), in, out),
+                              cpu::rows_of(y.data(), rows, out), cpu::Write::accumulate, scratch, &io);
+            CHECK(testing::relative_error(y, reference(x, rows, in, out, weight, &initial)) < 1e-5);
+        }
+    }
+}
+
 TEST_CASE("products reject mismatched shapes") {
     std::vector<float> buf(256);
     cpu::LinearScratch scratch;

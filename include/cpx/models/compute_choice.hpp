@@ -5,7 +5,8 @@
 //   - fp32: no packs, the stored weights;
 //   - bf16: bf16 packs where the CPU has bf16 instructions, else fp32 (said by
 //     level() and runs());
-//   - fp32_packed: fp32 packs where the CPU has AVX-512, else fp32;
+//   - fp32_packed: fp32 packs (bf16 panels of bf16 weights, widened exactly) where
+//     the CPU has AVX-512, else fp32;
 //   - packs are built when chosen (load time, not the first call) and rebuilt
 //     after the model handed out mutable access to its weights.
 

@@ -5,6 +5,14 @@
 // issues four vfmadd231ps; MR = 6 gives 24 accumulators in registers. The rows
 // of x are read in place (any stride): fp32 needs no conversion.
 //
+// The same tile also runs on bf16 panels of a weight stored in bf16 (tile_bf16):
+// each 32-bit lane holds two consecutive inputs of one column, widened exactly
+// in registers (`word << 16` is the even input, `word & 0xffff0000` the odd
+// one), so the product is the fp32 product of the stored values while the
+// panels, and the bytes a decode step reads, are half of fp32 panels. Per input
+// pair it widens the four even vectors, runs the rows' FMAs, then reloads (L1)
+// and widens the odd ones: 24 accumulators, 4 widened vectors and a broadcast.
+//
 // Compiled by function attribute, called only where cpu_features() reports
 // AVX-512.
 
@@ -13,6 +21,7 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
+#include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/avx512_tile.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
@@ -51,6 +60,58 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
 inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
                         index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
     avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, depth, c, ldc, cols, load_c, ahead); });
+}
+
+namespace detail {
+/// One half of input pair p of a bf16 panel: its even (Odd = false) or odd inputs, widened.
+template <int MR, bool Odd>
+CPX_TARGET_AVX512 inline void half_pair(avx512_tile::Accumulators<MR>& acc, const float* const (&arow)[MR], index_t p,
+                                        const bf16* bp) {
+    constexpr int NV = avx512_tile::vectors;
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+        const __m512i words = _mm512_load_si512(bp + 32 * v);
+        bv[v] = _mm512_castsi512_ps(Odd ? _mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
+                                        : _mm512_slli_epi32(words, 16));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        const __m512 av = _mm512_set1_ps(arow[r][2 * p + (Odd ? 1 : 0)]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm512_fmadd_ps(av, bv[v], acc.v[r][v]);
+    }
+}
+}  // namespace detail
+
+/// tile() on bf16 panels: c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel in fp32, each bf16
+/// weight widened exactly. `half_last`: the last pair has only its even input (an odd K):
+/// a[.., 2 pairs - 1] is neither read nor multiplied.
+template <int MR, bool Ahead>
+CPX_TARGET_AVX512 inline void tile_bf16(const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
+                                        float* c, index_t ldc, index_t cols, bool load_c,
+                                        avx512_tile::Prefetcher ahead) {
+    avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
+    const float* arow[MR];
+    for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
+    const index_t full = half_last ? pairs - 1 : pairs;
+    for (index_t p = 0; p < full; ++p) {
+        const bf16* bp = b + p * (packed_panel_cols * 2);
+        if constexpr (Ahead) ahead.step();
+        else if constexpr (MR > 1) avx512_tile::fetch_stream(bp);
+        detail::half_pair<MR, false>(acc, arow, p, bp);
+        detail::half_pair<MR, true>(acc, arow, p, bp);
+    }
+    if (half_last) detail::half_pair<MR, false>(acc, arow, full, b + full * (packed_panel_cols * 2));
+    acc.store(c, ldc);
+}
+
+/// tile_bf16<rows> for 1 <= rows <= tile_rows.
+inline void tile_bf16_rows_n(int rows, const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
+                             float* c, index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() {
+        tile_bf16<R, Ahead>(a, lda, b, pairs, half_last, c, ldc, cols, load_c, ahead);
+    });
 }
 
 }  // namespace cpx::cpu::avx512_f32

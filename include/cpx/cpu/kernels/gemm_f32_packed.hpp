@@ -6,10 +6,15 @@
 // order differs from Eigen's, so results agree to fp32 rounding, not bit for bit.
 // Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 1024 values.
 //
+// B may also be bf16 panels of a weight stored in bf16 (Compute::fp32_packed on bf16
+// weights): widened exactly in the kernel, the same fp32 product of the same values
+// from half the bytes.
+//
 // Needs AVX-512 (cpu_features().avx512f) at run time; elsewhere callers keep
 // Eigen (gemm_f32_packed_available() says which).
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/cpu_features.hpp"
@@ -38,38 +43,65 @@ inline bool gemm_f32_packed_available() {
 #endif
 }
 
-/// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
-/// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
-/// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
-inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsView<float> b, const StridedMatrix<float>& y,
-                            bool accumulate, int max_team = 0) {
+namespace gemm_f32_detail {
+/// Both panel types: T = float (fp32 panels) or bf16 (bf16 panels of a bf16 weight, widened).
+template <class T>
+void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const StridedMatrix<float>& y, bool accumulate,
+             int max_team) {
     require<ShapeError>(x.cols == b.inputs(), "gemm_f32_packed: input rows have ", x.cols,
                         " features, the weight expects ", b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_f32_packed: output is [", y.rows, ", ",
                         y.cols, "], expected [", x.rows, ", ", b.outputs(), "]");
     require<InputError>(gemm_f32_packed_available(), "gemm_f32_packed needs AVX-512, which this machine lacks (",
                         cpu_features().summary(), ")");
-    const index_t m = x.rows, n = b.outputs(), depth = b.inputs();
+    const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups();
     if (m == 0 || n == 0) return;
-    if (depth == 0) {
+    if (inputs == 0) {
         if (!accumulate)
             for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
         return;
     }
 #ifdef CPX_HAVE_GEMM_F32_AVX512
     namespace k = avx512_f32;
+    constexpr index_t group = PackedPanelsView<T>::group;
     const index_t panels = b.panels();
-    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, depth));
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, inputs));
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, gemm_f32_detail::block_depth, k::tile_rows,
+    panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth / group, k::tile_rows,
                              [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
                                  const panel_gemm::Lookahead& next) {
-                                 k::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn,
-                                                y.row(r) + p * packed_panel_cols, y.ld,
-                                                std::min(packed_panel_cols, n - p * packed_panel_cols),
-                                                accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
+                                 const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
+                                 const bool load_c = accumulate || !first_block;
+                                 const avx512_tile::Prefetcher ahead(b, next, gn);
+                                 if constexpr (std::is_same_v<T, float>) {
+                                     k::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn,
+                                                    y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
+                                 } else {  // an odd K leaves the last pair half: x has no input past the row
+                                     const bool half_last = g + gn == depth && inputs % 2 != 0;
+                                     k::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
+                                                         y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
+                                 }
                              });
+#else
+    (void)max_team;
 #endif
+}
+}  // namespace gemm_f32_detail
+
+/// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
+/// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
+/// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
+inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsView<float> b, const StridedMatrix<float>& y,
+                            bool accumulate, int max_team = 0) {
+    gemm_f32_detail::product(x, b, y, accumulate, max_team);
+}
+
+/// The same fp32 product with B's values stored as bf16 panels (a weight stored in bf16): each
+/// value widened exactly, so the result is the fp32 product of the stored values, reading half
+/// the bytes of fp32 panels. x is read in place; K may be odd.
+inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
+                            bool accumulate, int max_team = 0) {
+    gemm_f32_detail::product(x, b, y, accumulate, max_team);
 }
 
 }  // namespace cpx::cpu

@@ -224,6 +224,7 @@ bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
     if (const PackedBf16* b = packed->bf16()) gemm_bf16(x, *b, y, mode == Write::accumulate, scratch.bf16());
     else if (const PackedF32* f = packed->f32()) gemm_f32_packed(x, *f, y, mode == Write::accumulate);
+    else if (const PackedBf16* h = packed->bf16_widened()) gemm_f32_packed(x, *h, y, mode == Write::accumulate);
     else return false;
     return true;
 }

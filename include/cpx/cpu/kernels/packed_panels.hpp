@@ -156,8 +156,16 @@ using PackedBf16 = PackedPanels<bf16>;
 /// fp32 panels, for the packed fp32 product (cpu/kernels/gemm_f32_packed.hpp).
 using PackedF32 = PackedPanels<float>;
 
+/// bf16 panels of a weight stored in bf16, for fp32 arithmetic (Compute::fp32_packed): the
+/// packed fp32 product widens each value exactly, so it computes what fp32 panels would from
+/// half their bytes.
+struct PackedBf16Widened {
+    PackedBf16 panels;
+};
+
 /// A weight packed for the product a model's Compute choice runs: bf16 panels
-/// for Compute::bf16, fp32 panels for Compute::fp32_packed. The layers' weight
+/// for Compute::bf16; for Compute::fp32_packed, fp32 panels of an fp32 weight and
+/// bf16 panels (widened in the kernel) of a bf16 one. The layers' weight
 /// views point at one (or at an array of them, one per expert); linear() and
 /// matmul() pick the kernel from what it holds.
 class PackedWeight {
@@ -169,25 +177,41 @@ public:
         require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
         PackedWeight p;
         if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
+        else if constexpr (std::is_same_v<W, cpx::bf16>) p.panels_ = PackedBf16Widened{PackedBf16::pack(w, orientation)};
         else p.panels_ = PackedF32::pack(w, orientation);
         return p;
     }
 
+    /// bf16 panels for bf16 arithmetic.
     const PackedBf16* bf16() const { return std::get_if<PackedBf16>(&panels_); }
+    /// fp32 panels for fp32 arithmetic.
     const PackedF32* f32() const { return std::get_if<PackedF32>(&panels_); }
-    index_t outputs() const { return bf16() ? bf16()->outputs() : f32() ? f32()->outputs() : 0; }
-    index_t inputs() const { return bf16() ? bf16()->inputs() : f32() ? f32()->inputs() : 0; }
-    std::size_t bytes() const { return bf16() ? bf16()->bytes() : f32() ? f32()->bytes() : 0; }
+    /// bf16 panels of a bf16 weight for fp32 arithmetic.
+    const PackedBf16* bf16_widened() const {
+        const auto* w = std::get_if<PackedBf16Widened>(&panels_);
+        return w ? &w->panels : nullptr;
+    }
+    index_t outputs() const { return visit([](const auto& p) { return p.outputs(); }); }
+    index_t inputs() const { return visit([](const auto& p) { return p.inputs(); }); }
+    std::size_t bytes() const { return visit([](const auto& p) { return p.bytes(); }); }
 
 private:
-    std::variant<std::monostate, PackedBf16, PackedF32> panels_;
+    template <class F>
+    auto visit(F&& f) const -> decltype(f(std::declval<const PackedF32&>())) {
+        if (const PackedBf16* b = bf16()) return f(*b);
+        if (const PackedF32* p = f32()) return f(*p);
+        if (const PackedBf16* w = bf16_widened()) return f(*w);
+        return {};
+    }
+
+    std::variant<std::monostate, PackedBf16, PackedF32, PackedBf16Widened> panels_;
 };
 
 /// The arithmetic a packed weight stands for: the layers run their other products
 /// (attention's Q K^T and P V) the same way. Null: plain fp32.
 inline Compute compute_of(const PackedWeight* p) {
     if (p && p->bf16()) return Compute::bf16;
-    if (p && p->f32()) return Compute::fp32_packed;
+    if (p && (p->f32() || p->bf16_widened())) return Compute::fp32_packed;
     return Compute::fp32;
 }
 

@@ -4,8 +4,9 @@
 // model multiplies, packed once into panels (cpu/kernels/packed_panels.hpp) and
 // attached to the layers' weight views, so every product, decode steps included,
 // runs on the packed kernels. Norms, the residual stream, softmax, RoPE and mu's
-// clamps stay fp32. The packs cost 2 (bf16) or 4 (fp32) bytes per matrix element
-// on top of the stored weights.
+// clamps stay fp32. The packs cost 2 bytes per matrix element on top of
+// the stored weights (bf16 arithmetic, or fp32_packed on bf16 weights) or 4 (fp32_packed on
+// fp32 weights).
 
 #include <cstddef>
 #include <vector>
