@@ -318,3 +318,23 @@ TEST_CASE("fp32_packed arithmetic: logits within the fp32 tolerance of the doubl
     PrismModel<Tiny> plain(model.weights());
     CHECK(got != plain.forward(tokens));  // the packed kernel ran
 }
+
+// bf16 weights under fp32_packed keep bf16 panels (U read both ways, the MLP, the head), widened
+// exactly by the kernel: the fp32 reference of the stored values, and half the pack bytes.
+TEST_CASE("fp32_packed arithmetic on bf16 weights: the fp32 product of the stored values from bf16 panels") {
+    if (!cpu::gemm_f32_packed_available()) {
+        MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(27)), cpu::Compute::fp32_packed);
+    CHECK(model.compute_runs() == cpu::Compute::fp32_packed);
+    CHECK(2 * model.packed_bytes() == PrismModel<Tiny>(test_weights<Tiny>(27), cpu::Compute::fp32_packed).packed_bytes());
+    const auto rounded = convert_weights<float>(model.weights());  // exact: bf16 -> fp32
+    const auto tokens = random_tokens(40, Tiny::vocab, 28);
+    const auto got = model.forward(tokens);
+    const double err = testing::relative_error(got, reference_logits(rounded, tokens));
+    MESSAGE("fp32_packed arithmetic on bf16 weights, relative error ", err);
+    CHECK(err < 1e-4);
+    PrismModel<Tiny, bf16> plain(model.weights());
+    CHECK(got != plain.forward(tokens));  // the packed kernel ran
+}
