@@ -39,7 +39,7 @@
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/kernels/gemv_avx512.hpp"  // bf16_low_halves, bf16_high_halves
+#include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512 {

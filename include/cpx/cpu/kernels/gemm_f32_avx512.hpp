@@ -7,8 +7,7 @@
 //
 // The same tile also runs on bf16 panels of a weight stored in bf16 (tile_bf16):
 // each 32-bit lane holds two consecutive inputs of one column, widened exactly
-// in registers (`word << 16` is the even input, `word & 0xffff0000` the odd
-// one), so the product is the fp32 product of the stored values while the
+// in registers (cpu/kernels/bf16_widen.hpp), so the product is the fp32 product of the stored values while the
 // panels, and the bytes a decode step reads, are half of fp32 panels. Per input
 // pair it widens the four even vectors, runs the rows' FMAs, then reloads (L1)
 // and widens the odd ones: 24 accumulators, 4 widened vectors and a broadcast.
@@ -24,6 +23,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/avx512_tile.hpp"
+#include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 
 namespace cpx::cpu::avx512_f32 {
@@ -72,8 +72,7 @@ CPX_TARGET_AVX512 inline void half_pair(avx512_tile::Accumulators<MR>& acc, cons
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
         const __m512i words = _mm512_load_si512(bp + 32 * v);
-        bv[v] = _mm512_castsi512_ps(Odd ? _mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
-                                        : _mm512_slli_epi32(words, 16));
+        bv[v] = Odd ? avx512::bf16_high_halves(words) : avx512::bf16_low_halves(words);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {

@@ -68,6 +68,7 @@
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
@@ -89,13 +90,6 @@ template <class W>
 inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
 constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
-
-CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
-}
-CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
-    return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-}
 
 /// Inputs x[0, 32) as their 16 even ones and their 16 odd ones: the bf16
 /// kernels multiply each weight word's low half by the first, its high half by

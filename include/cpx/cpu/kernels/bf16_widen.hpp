@@ -1,0 +1,28 @@
+#pragma once
+// Widening bf16 to fp32 in AVX-512 registers, two values per 32-bit word: the
+// word's low half (the even element in memory order) is `word << 16`, its high
+// half (the odd element) `word & 0xffff0000`. Exact, one instruction each; the
+// kernels that read bf16 weights, panels or KV caches in fp32 arithmetic share it.
+
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
+
+namespace cpx::cpu::avx512 {
+
+/// The even (low-half) elements of 16 words of two bf16 values each, as fp32.
+CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+}
+/// The odd (high-half) elements of 16 words of two bf16 values each, as fp32.
+CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
+    return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+}  // namespace cpx::cpu::avx512
+
+#endif
