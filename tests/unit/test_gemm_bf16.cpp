@@ -7,6 +7,10 @@
 //  * against the unrounded fp32 operands, rounding each operand to 8 significant
 //    bits (unit roundoff u_bf16 = 2^-8) adds at most (2 u_bf16 + u_bf16^2) S.
 // Each is checked element by element with that element's own S.
+//
+// Every case runs on each kernel: the AVX512_BF16 micro-kernel, the AMX tiles
+// on the hardware where this machine has them, and the AMX kernel on the
+// software model of the tile registers (support/amx_model.hpp) everywhere.
 #include <doctest/doctest.h>
 
 #include <cpx/cpu/kernels/gemm_bf16.hpp>
@@ -15,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "amx_model.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -28,6 +33,51 @@ bool have_avx512_bf16() {
 }
 
 float bf16_round(float v) { return bf16::from_float(v).to_float(); }
+
+/// The kernels a case runs on.
+enum class Kernel { avx512_bf16, amx, amx_model };
+
+const char* kernel_name(Kernel k) {
+    return k == Kernel::avx512_bf16 ? "avx512_bf16" : k == Kernel::amx ? "amx (hardware)" : "amx (model)";
+}
+
+/// Whether `k` can run here (the AMX model's input tails run on AVX512_BF16); says why not.
+bool runnable(Kernel k) {
+    if (!cpu::bf16_level_available(cpu::Bf16Level::avx512_bf16)) {
+        MESSAGE("skipped ", kernel_name(k), ": this machine has no AVX512_BF16 (", cpu::cpu_features().summary(), ")");
+        return false;
+    }
+    if (k == Kernel::amx && !cpu::bf16_level_available(cpu::Bf16Level::amx)) {
+        MESSAGE("skipped amx (hardware): no AMX-BF16 granted on this machine (", cpu::cpu_features().summary(),
+                "); the AMX kernel runs on the tile model instead");
+        return false;
+    }
+#ifndef CPX_HAVE_GEMM_BF16_AMX
+    if (k != Kernel::avx512_bf16) {
+        MESSAGE("skipped ", kernel_name(k), ": this compiler builds no AMX kernel");
+        return false;
+    }
+#endif
+    return true;
+}
+
+constexpr Kernel all_kernels[] = {Kernel::avx512_bf16, Kernel::amx, Kernel::amx_model};
+
+/// gemm_bf16 on kernel `k` (runnable(k) checked by the caller).
+void product(Kernel k, const StridedMatrix<const float>& x, cpu::PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
+             bool accumulate, cpu::Bf16Scratch& scratch) {
+    if (k == Kernel::amx_model) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+        if (x.rows == 0 || y.cols == 0 || b.groups() == 0)  // handled before the kernel: use the public entry
+            return cpu::gemm_bf16(x, b, y, accumulate, scratch, cpu::Bf16Level::avx512_bf16);
+        REQUIRE(x.cols == b.inputs());
+        REQUIRE((y.rows == x.rows && y.cols == b.outputs()));
+        cpu::gemm_bf16_detail::product<testing::AmxModel>(x, b, y, accumulate, scratch, true, 0);
+#endif
+        return;
+    }
+    cpu::gemm_bf16(x, b, y, accumulate, scratch, k == Kernel::amx ? cpu::Bf16Level::amx : cpu::Bf16Level::avx512_bf16);
+}
 
 struct Case {
     int m, k, n;
@@ -58,7 +108,8 @@ void check_against_references(const std::vector<float>& x, const std::vector<flo
     CHECK(bad_exact == 0);
 }
 
-void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation) {
+void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation, Kernel kernel) {
+    CAPTURE(kernel_name(kernel));
     CAPTURE(c.m);
     CAPTURE(c.k);
     CAPTURE(c.n);
@@ -79,8 +130,8 @@ void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation) {
     const auto initial = testing::random_normal(static_cast<std::size_t>(c.m) * c.n, 5);
     std::vector<float> y = accumulate ? initial : testing::poisoned<float>(initial.size());
     cpu::Bf16Scratch scratch;
-    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), c.m, c.k), packed, cpu::rows_of(y.data(), c.m, c.n), accumulate,
-                   scratch, cpu::Bf16Level::avx512_bf16);
+    product(kernel, cpu::rows_of<const float>(x.data(), c.m, c.k), packed, cpu::rows_of(y.data(), c.m, c.n), accumulate,
+            scratch);
     check_against_references(x, w, y, c.m, c.k, c.n, c.n, 0, accumulate ? &initial : nullptr);
 }
 
@@ -93,6 +144,11 @@ TEST_CASE("run-time CPU features are consistent") {
     if (f.amx_permitted) CHECK(f.amx_bf16);
     CHECK(cpu::bf16_level_available(cpu::Bf16Level::none));
     CHECK((cpu::best_bf16_level() == cpu::Bf16Level::none) == !f.avx512_bf16);
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    CHECK((cpu::best_bf16_level() == cpu::Bf16Level::amx) == (f.amx_permitted && f.avx512_bf16));
+#else
+    CHECK_FALSE(cpu::bf16_level_available(cpu::Bf16Level::amx));
+#endif
     // The automatically chosen kernels: the machine's set, capped for a scope, restored after it.
     CHECK((cpu::machine_vector_isa() == cpu::VectorIsa::avx512) == f.avx512f);
     CHECK(cpu::vector_isa() == cpu::machine_vector_isa());
@@ -129,41 +185,82 @@ TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 
 }
 
 TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientations") {
-    if (!have_avx512_bf16()) return;
-    const Case cases[] = {{1, 1, 1},   {1, 2, 64},   {5, 3, 17},   {6, 31, 65},   {7, 64, 63},
-                          {13, 257, 130}, {200, 300, 200}, {37, 700, 129}, {400, 96, 70}};
-    for (const Case c : cases)
-        for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::out_in);
-    for (const Case c : {Case{13, 257, 130}, Case{5, 3, 17}})
-        for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::in_out);
+    // M around the micro-kernels' 6 and the tiles' 16 and 32 rows, K around whole
+    // chunks of 16 pairs (64 inputs: two chunks, none left), N around 64-column panels.
+    const Case cases[] = {{1, 1, 1},      {1, 2, 64},      {5, 3, 17},    {6, 31, 65},   {7, 64, 63},
+                          {16, 32, 64},   {32, 64, 64},    {33, 65, 1},   {31, 96, 128}, {13, 257, 130},
+                          {200, 300, 200}, {37, 700, 129}, {400, 96, 70}};
+    for (const Kernel kernel : all_kernels) {
+        if (!runnable(kernel)) continue;
+        for (const Case c : cases)
+            for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::out_in, kernel);
+        for (const Case c : {Case{13, 257, 130}, Case{5, 3, 17}})
+            for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::in_out, kernel);
+    }
 }
 
 TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
-    if (!have_avx512_bf16()) return;
     // Each input block after the first adds to the accumulators the one before stored.
     const int k = static_cast<int>(4 * cpu::gemm_bf16_detail::block_pairs) + 37;  // 2 blocks, then 18.5 pairs
-    for (bool accumulate : {false, true}) run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in);
+    for (const Kernel kernel : all_kernels) {
+        if (!runnable(kernel)) continue;
+        for (bool accumulate : {false, true}) run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in, kernel);
+        run_case(Case{40, k, 64}, true, cpu::WeightOrientation::out_in, kernel);
+    }
 }
 
-TEST_CASE("bf16 product: strided input and output; columns beside the output are untouched") {
-    if (!have_avx512_bf16()) return;
-    const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
-    const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 8);
-    std::vector<float> x(static_cast<std::size_t>(m) * k);
-    for (int r = 0; r < m; ++r)
-        for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
-    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 9, 0.05f);
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+TEST_CASE("bf16 product, AMX: the tiles carry the whole chunks, the micro-kernel only the last pairs") {
+    // On the tile model, one thread: [32 x 70] . [70 x 64] is one tile call over one panel, its
+    // 35 pairs 2 chunks on the tiles (2 halves x 2 chunks x 4 products) and 3 on the micro-kernel.
+    if (!runnable(Kernel::amx_model)) return;
+    const int m = 32, k = 70, n = 64;
+    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3);
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
     cpu::Bf16Scratch scratch;
-    cpu::gemm_bf16(StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
-                   StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false, scratch);
-    check_against_references(x, w, y, m, k, n, y_stride, y_offset, nullptr);
-    int touched = 0;
-    for (int r = 0; r < m; ++r)
-        for (int j = 0; j < y_stride; ++j)
-            if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
-    CHECK(touched == 0);
+    std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
+    testing::on_one_thread([&] {
+        product(Kernel::amx_model, cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n), false,
+                scratch);
+        CHECK(testing::AmxModel::state().products == 2 * 2 * 4);
+        CHECK_FALSE(testing::AmxModel::state().configured);  // released after the product
+    });
+    check_against_references(x, w, y, m, k, n, n, 0, nullptr);
+    // The model itself refuses a product whose shapes do not chain, and use before configuration.
+    testing::on_one_thread([&] {
+        CHECK_THROWS_AS(testing::AmxModel::zero<0>(), std::logic_error);
+        auto config = cpu::amx::full_tiles();
+        config.rows[6] = 8;  // B of 8 pairs against A of 16
+        testing::AmxModel::configure(config);
+        CHECK_THROWS_AS((testing::AmxModel::dot<0, 4, 6>()), std::logic_error);
+        testing::AmxModel::release();
+    });
+}
+#endif
+
+TEST_CASE("bf16 product: strided input and output; columns beside the output are untouched") {
+    for (const Kernel kernel : all_kernels) {
+        if (!runnable(kernel)) continue;
+        CAPTURE(kernel_name(kernel));
+        const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
+        const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 8);
+        std::vector<float> x(static_cast<std::size_t>(m) * k);
+        for (int r = 0; r < m; ++r)
+            for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
+        const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 9, 0.05f);
+        const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+        std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
+        cpu::Bf16Scratch scratch;
+        product(kernel, StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false, scratch);
+        check_against_references(x, w, y, m, k, n, y_stride, y_offset, nullptr);
+        int touched = 0;
+        for (int r = 0; r < m; ++r)
+            for (int j = 0; j < y_stride; ++j)
+                if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
+        CHECK(touched == 0);
+    }
 }
 
 TEST_CASE("bf16 product: the same result on one thread and on all, and after the scratch held other data") {

@@ -5,6 +5,8 @@
 // of rounding both operands to 8 significant bits (docs/BF16.md).
 //
 // Levels, chosen at run time from cpu_features():
+//   amx          AMX tiles (cpu/kernels/gemm_bf16_amx.hpp), where the CPU has AMX-BF16 and
+//                the OS grants this process the tile state
 //   avx512_bf16  vdpbf16ps micro-kernel (cpu/kernels/gemm_bf16_avx512.hpp)
 //   none         no bf16 instructions: callers keep the fp32 path
 // A level can be forced per call, so one process can compare every level it has.
@@ -19,6 +21,7 @@
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
 #include "cpx/cpu/runtime/compute.hpp"
 #include "cpx/cpu/runtime/cpu_features.hpp"
+#include "cpx/cpu/kernels/gemm_bf16_amx.hpp"
 #include "cpx/cpu/kernels/gemm_bf16_avx512.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/kernels/panel_gemm.hpp"
@@ -28,10 +31,10 @@
 
 namespace cpx::cpu {
 
-enum class Bf16Level : std::uint8_t { none, avx512_bf16 };
+enum class Bf16Level : std::uint8_t { none, avx512_bf16, amx };
 
 constexpr std::string_view bf16_level_name(Bf16Level l) {
-    return l == Bf16Level::avx512_bf16 ? "avx512_bf16" : "none";
+    return l == Bf16Level::amx ? "amx" : l == Bf16Level::avx512_bf16 ? "avx512_bf16" : "none";
 }
 
 /// Whether this machine (CPU and OS) can run `level`.
@@ -41,13 +44,19 @@ inline bool bf16_level_available(Bf16Level level) {
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
         case Bf16Level::avx512_bf16: return cpu_features().avx512_bf16;
 #endif
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+        // Its input tails run on vdpbf16ps (gemm_bf16_amx.hpp).
+        case Bf16Level::amx: return cpu_features().amx_permitted && cpu_features().avx512_bf16;
+#endif
         default: return false;
     }
 }
 
 /// The fastest bf16 level this machine has (none: use fp32 arithmetic).
 inline Bf16Level best_bf16_level() {
-    return bf16_level_available(Bf16Level::avx512_bf16) ? Bf16Level::avx512_bf16 : Bf16Level::none;
+    for (Bf16Level l : {Bf16Level::amx, Bf16Level::avx512_bf16})
+        if (bf16_level_available(l)) return l;
+    return Bf16Level::none;
 }
 
 /// x rounded to bf16, reused across calls so that steady-state calls allocate nothing.
@@ -68,7 +77,74 @@ namespace gemm_bf16_detail {
 /// tile's accumulators four times as often, whole-model prefill took 0-9% less time (Zen 5,
 /// alternated binaries).
 inline constexpr index_t block_pairs = 512;
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+static_assert(block_pairs % amx::chunk_pairs == 0, "AMX tiles take whole chunks of every block but the last");
+#endif
 }  // namespace gemm_bf16_detail
+
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+namespace gemm_bf16_detail {
+/// The product of gemm_bf16 (shapes checked, m, n, pairs > 0) on AMX tiles (`amx`, issued by
+/// `AmxIsa`: amx::Hardware, or the tests' model of the tile registers) or on the
+/// AVX512_BF16 micro-kernel.
+template <class AmxIsa>
+void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
+             bool accumulate, Bf16Scratch& scratch, bool amx, int max_team) {
+    namespace k = avx512_bf16;
+    const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
+    const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    const int tile_rows = amx ? cpx::cpu::amx::tile_rows : k::tile_rows;
+#else
+    const int tile_rows = k::tile_rows;
+    if (amx) throw InputError("gemm_bf16: this build has no AMX kernel");
+#endif
+    const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
+    std::uint16_t* a = scratch.rows(rows, lda);
+    const index_t panels = b.panels();
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        const int t = thread_index(), team = team_size();
+#pragma omp for schedule(static)
+        for (index_t r = 0; r < rows; ++r) {
+            if (r >= m) {
+                std::fill_n(a + r * lda, lda, std::uint16_t{0});
+                continue;
+            }
+            k::round_to_bf16(x.row(r), x.cols, a + r * lda);
+            if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
+        }
+        const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
+        if (!amx) {
+            panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, tile_rows,
+                                     [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
+                                         const panel_gemm::Lookahead& next) {
+                                         k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                                        y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
+                                                        accumulate || !first_block,
+                                                        avx512_tile::Prefetcher(b, next, gn));
+                                     });
+        }
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+        else {
+            static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
+            AmxIsa::configure(config);
+            panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, tile_rows,
+                                     [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
+                                         const panel_gemm::Lookahead&) {
+                                         cpx::cpu::amx::tile_rows_n<AmxIsa>(
+                                             rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                             y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
+                                             accumulate || !first_block);
+                                     });
+            AmxIsa::release();
+        }
+#endif
+    }
+}
+}  // namespace gemm_bf16_detail
+#endif
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
 /// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
@@ -76,7 +152,6 @@ inline constexpr index_t block_pairs = 512;
 /// `level` is none or not available on this machine.
 inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
                       bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
-    using namespace gemm_bf16_detail;
     require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
                         b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_bf16: output is [", y.rows, ", ", y.cols,
@@ -92,30 +167,15 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
         return;
     }
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
-    namespace k = avx512_bf16;
-    const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
-    std::uint16_t* a = scratch.rows(m, lda);
-    const index_t panels = b.panels();
-    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        const int t = thread_index(), team = team_size();
-#pragma omp for schedule(static)
-        for (index_t r = 0; r < m; ++r) {
-            k::round_to_bf16(x.row(r), x.cols, a + r * lda);
-            if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
-        }
-        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
-                                 [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
-                                     const panel_gemm::Lookahead& next) {
-                                     k::tile_rows_n(rows, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
-                                                    y.row(r) + p * packed_panel_cols, y.ld,
-                                                    std::min(packed_panel_cols, n - p * packed_panel_cols),
-                                                    accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
-                                 });
-    }
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    using AmxIsa = amx::Hardware;
+#else
+    using AmxIsa = void;
+#endif
+    gemm_bf16_detail::product<AmxIsa>(x, b, y, accumulate, scratch, level == Bf16Level::amx, max_team);
 #else
     (void)scratch;
+    (void)max_team;
 #endif
 }
 

@@ -1,0 +1,184 @@
+#pragma once
+// The AMX level of the bf16 product (cpu/kernels/gemm_bf16.hpp): TDPBF16PS on
+// tile registers, for the Xeons that have AMX-BF16 and whose OS grants the tile
+// state (cpu/runtime/cpu_features.hpp asks Linux for it).
+//
+// Eight tile registers of up to 16 rows x 64 bytes, all configured as 16 x 64
+// bytes. One tile call computes 32 rows x one 64-column panel, as two halves of
+// 32 columns; per half, C is 2 x 2 tiles of 16 x 16 fp32 (tmm0-3), A two tiles
+// of 16 rows x 16 input pairs (tmm4-5), B two tiles of 16 pairs x 16 columns
+// (tmm6-7): per 16 pairs, four tile loads feed four tile products of 16 x 16 x
+// 32 multiply-adds each, the arrangement the instruction's latency and the load
+// ports are balanced for.
+//
+// B needs no repacking: in the packed panels (cpu/kernels/packed_panels.hpp) the
+// pair p of a panel's columns [16j, 16j + 16) is the 64 bytes at byte
+// 256 p + 64 j, exactly an AMX B tile row, so a B tile is 16 rows 256 bytes apart.
+// A is the call's bf16 copy of x, its rows padded with zero rows to whole tiles.
+// Inputs: whole chunks of 16 pairs run on the tiles; a block's last pairs (fewer
+// than 16) run on the AVX512_BF16 micro-kernel, which every CPU with AMX-BF16
+// has, so the tiles keep one shape and B is never read past its last pair. A
+// tile call with fewer than 32 rows or 64 columns of C goes through a 32 x 64
+// buffer, so tile stores never write outside y.
+//
+// The instructions are issued through a policy type: `Hardware` here; the tests
+// also run this kernel on a software model of the tile registers, so that its
+// addressing and its use of the tile configuration are checked (and checked
+// under AddressSanitizer) on machines without AMX.
+
+#if (defined(__x86_64__) && !defined(__CUDACC__)) && \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define CPX_HAVE_GEMM_BF16_AMX 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/gemm_bf16_avx512.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
+
+#define CPX_TARGET_AMX __attribute__((target("amx-tile,amx-bf16")))
+
+namespace cpx::cpu::amx {
+
+/// Rows per tile call: two A tiles.
+inline constexpr int tile_rows = 32;
+/// Input pairs per A and B tile (16 rows of B, 64 bytes of each A row).
+inline constexpr index_t chunk_pairs = 16;
+
+/// The 64-byte operand of LDTILECFG (palette 1): per tile register, its bytes per row and rows.
+struct alignas(64) TileConfig {
+    std::uint8_t palette = 0;
+    std::uint8_t start_row = 0;
+    std::uint8_t reserved[14] = {};
+    std::uint16_t colsb[16] = {};
+    std::uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
+
+/// The one configuration the kernel uses: tmm0-7 all 16 rows x 64 bytes.
+constexpr TileConfig full_tiles() {
+    TileConfig c;
+    c.palette = 1;
+    for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
+    return c;
+}
+
+/// The AMX instructions, issued. Tile numbers are template arguments because the
+/// instructions encode them; the kernel uses C = tmm0-3, A = tmm4-5, B = tmm6-7.
+struct Hardware {
+    CPX_TARGET_AMX static void configure(const TileConfig& c) { _tile_loadconfig(&c); }
+    CPX_TARGET_AMX static void release() { _tile_release(); }
+    template <int T>
+    CPX_TARGET_AMX static void zero() {
+        static_assert(T >= 0 && T < 4, "only C tiles are zeroed");
+        if constexpr (T == 0) _tile_zero(0);
+        else if constexpr (T == 1) _tile_zero(1);
+        else if constexpr (T == 2) _tile_zero(2);
+        else _tile_zero(3);
+    }
+    template <int T>
+    CPX_TARGET_AMX static void load(const void* p, index_t stride) {
+        if constexpr (T == 0) _tile_loadd(0, p, stride);
+        else if constexpr (T == 1) _tile_loadd(1, p, stride);
+        else if constexpr (T == 2) _tile_loadd(2, p, stride);
+        else if constexpr (T == 3) _tile_loadd(3, p, stride);
+        else if constexpr (T == 4) _tile_loadd(4, p, stride);
+        else if constexpr (T == 5) _tile_loadd(5, p, stride);
+        else if constexpr (T == 6) _tile_loadd(6, p, stride);
+        else _tile_loadd(7, p, stride);
+    }
+    template <int T>
+    CPX_TARGET_AMX static void store(void* p, index_t stride) {
+        static_assert(T >= 0 && T < 4, "only C tiles are stored");
+        if constexpr (T == 0) _tile_stored(0, p, stride);
+        else if constexpr (T == 1) _tile_stored(1, p, stride);
+        else if constexpr (T == 2) _tile_stored(2, p, stride);
+        else _tile_stored(3, p, stride);
+    }
+    /// tmm C += tmm A . tmm B (bf16 pairs, fp32 sums).
+    template <int C, int A, int B>
+    CPX_TARGET_AMX static void dot() {
+        if constexpr (C == 0 && A == 4 && B == 6) _tile_dpbf16ps(0, 4, 6);
+        else if constexpr (C == 1 && A == 4 && B == 7) _tile_dpbf16ps(1, 4, 7);
+        else if constexpr (C == 2 && A == 5 && B == 6) _tile_dpbf16ps(2, 5, 6);
+        else if constexpr (C == 3 && A == 5 && B == 7) _tile_dpbf16ps(3, 5, 7);
+        else static_assert(C < 0, "the kernel's four tile products only");
+    }
+};
+
+/// c[0:32, 0:64) (= | +=) a[0:32, 0:32 chunks) . panel over `chunks` chunks of 16 pairs,
+/// with the tiles configured by full_tiles(). a: bf16 rows `lda` values apart; panel: the
+/// panel at its first pair; c: fp32 rows `ldc` floats apart, all 32 x 64 of them written.
+/// Compiled for AMX so that Hardware's instructions inline into the loop.
+template <class Isa>
+CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* panel, index_t chunks, float* c, index_t ldc,
+                bool load_c) {
+    const index_t a_stride = lda * 2, c_stride = ldc * 4;
+    constexpr index_t b_stride = packed_panel_cols * 2 * 2;  // bytes from one pair to the next
+    for (int half = 0; half < 2; ++half) {
+        float* c0 = c + 32 * half;
+        if (load_c) {
+            Isa::template load<0>(c0, c_stride);
+            Isa::template load<1>(c0 + 16, c_stride);
+            Isa::template load<2>(c0 + 16 * ldc, c_stride);
+            Isa::template load<3>(c0 + 16 * ldc + 16, c_stride);
+        } else {
+            Isa::template zero<0>();
+            Isa::template zero<1>();
+            Isa::template zero<2>();
+            Isa::template zero<3>();
+        }
+        for (index_t q = 0; q < chunks; ++q) {
+            const std::uint16_t* aq = a + 2 * chunk_pairs * q;
+            const bf16* bq = panel + q * chunk_pairs * (packed_panel_cols * 2) + 64 * half;
+            Isa::template load<4>(aq, a_stride);
+            Isa::template load<5>(aq + 16 * lda, a_stride);
+            Isa::template load<6>(bq, b_stride);
+            Isa::template load<7>(bq + 32, b_stride);
+            Isa::template dot<0, 4, 6>();
+            Isa::template dot<1, 4, 7>();
+            Isa::template dot<2, 5, 6>();
+            Isa::template dot<3, 5, 7>();
+        }
+        Isa::template store<0>(c0, c_stride);
+        Isa::template store<1>(c0 + 16, c_stride);
+        Isa::template store<2>(c0 + 16 * ldc, c_stride);
+        Isa::template store<3>(c0 + 16 * ldc + 16, c_stride);
+    }
+}
+
+/// c[0:rows, 0:cols) (= | +=) a[0:rows, 0:2 pairs) . panel, rows <= 32, cols <= 64: whole
+/// chunks on the tiles, the rest on the AVX512_BF16 micro-kernel. a must have 32 readable
+/// rows (zero past `rows`) of at least 2 * pairs values rounded up to whole chunks.
+template <class Isa>
+void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* panel, index_t pairs, float* c,
+                 index_t ldc, index_t cols, bool load_c) {
+    const index_t chunks = pairs / chunk_pairs, rest = pairs - chunks * chunk_pairs;
+    if (chunks > 0) {
+        if (rows == tile_rows && cols == packed_panel_cols) {
+            tile_32x64<Isa>(a, lda, panel, chunks, c, ldc, load_c);
+        } else {
+            alignas(64) float buffer[tile_rows * packed_panel_cols];
+            if (load_c) {
+                std::fill(std::begin(buffer), std::end(buffer), 0.0f);
+                for (int r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, buffer + r * packed_panel_cols);
+            }
+            tile_32x64<Isa>(a, lda, panel, chunks, buffer, packed_panel_cols, load_c);
+            for (int r = 0; r < rows; ++r) std::copy_n(buffer + r * packed_panel_cols, cols, c + r * ldc);
+        }
+    }
+    if (rest > 0) {
+        const index_t done = chunks * chunk_pairs;
+        for (int r = 0; r < rows; r += avx512_bf16::tile_rows)
+            avx512_bf16::tile_rows_n(std::min(avx512_bf16::tile_rows, rows - r), a + r * lda + 2 * done, lda,
+                                     panel + done * (packed_panel_cols * 2), rest, c + r * ldc, ldc, cols,
+                                     load_c || chunks > 0);
+    }
+}
+
+}  // namespace cpx::cpu::amx
+
+#endif
