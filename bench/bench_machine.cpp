@@ -112,7 +112,9 @@ void register_all() {
             gemm_f32_packed(2048, 1280, 1536, threads);
         }
         if (cpx::cpu::best_bf16_level() != cpx::cpu::Bf16Level::none) {
-            peak("dpbf16", cpx::bench::machine_bf16_peak_gflops, threads);
+            peak("dpbf16", cpx::bench::machine_dpbf16_peak_gflops, threads);
+            if (cpx::cpu::best_bf16_level() == cpx::cpu::Bf16Level::amx)
+                peak("amx_bf16", cpx::bench::machine_amx_peak_gflops, threads);
             gemm_bf16(1024, 1024, 1024, threads);
             gemm_bf16(2048, 2048, 2048, threads);
         }

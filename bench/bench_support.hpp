@@ -26,6 +26,7 @@
 
 #include "bench_counters.hpp"
 #include "cpx/core/dtype.hpp"
+#include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/runtime/cpu_features.hpp"
 
 namespace cpx::bench {
@@ -58,12 +59,15 @@ inline double machine_gemm_gflops(int m, int n, int k) {
     return cache[key] = flops / s * 1e-9;
 }
 
-/// Register-resident loops of one instruction, 24 independent accumulators per
-/// thread (enough to cover its latency): the arithmetic peak of the chip, which
-/// no kernel can pass. `vfmadd231ps` counts 32 FLOP per 512-bit instruction,
-/// `vdpbf16ps` 64 (16 lanes x 2 products x multiply-add).
+/// Register-resident loops of one instruction, enough independent accumulators
+/// per thread to cover its latency: the arithmetic peak of the chip, which no
+/// kernel can pass. Each returns a value that depends on every accumulator.
+/// `vfmadd231ps` counts 32 FLOP per 512-bit instruction, `vdpbf16ps` 64 (16 lanes
+/// x 2 products x multiply-add), an AMX `tdpbf16ps` of 16 x 16 fp32 outputs over
+/// 32 bf16 inputs 16,384.
+inline constexpr int register_loop_accumulators = 24;
 __attribute__((target("avx512f"))) inline double fma_f32_loop(long iterations) {
-    __m512 acc[24];
+    __m512 acc[register_loop_accumulators];
     for (auto& a : acc) a = _mm512_setzero_ps();
     const __m512 x = _mm512_set1_ps(1e-7f), y = _mm512_set1_ps(1.0f);
     for (long i = 0; i < iterations; ++i)
@@ -74,7 +78,7 @@ __attribute__((target("avx512f"))) inline double fma_f32_loop(long iterations) {
     return sum;
 }
 __attribute__((target("avx512f,avx512bf16"))) inline double dpbf16_loop(long iterations) {
-    __m512 acc[24];
+    __m512 acc[register_loop_accumulators];
     for (auto& a : acc) a = _mm512_setzero_ps();
     const __m512bh x = (__m512bh)_mm512_set1_epi32(0x33d633d6), y = (__m512bh)_mm512_set1_epi32(0x3f803f80);
     for (long i = 0; i < iterations; ++i)
@@ -84,9 +88,41 @@ __attribute__((target("avx512f,avx512bf16"))) inline double dpbf16_loop(long ite
     for (auto& a : acc) sum += _mm512_reduce_add_ps(a);
     return sum;
 }
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+/// Four independent tile products per iteration (the instruction's latency is about four
+/// times its issue interval on the Xeons that have it), on the kernel's tile configuration.
+inline constexpr int amx_loop_products = 4;
+__attribute__((target("amx-tile,amx-bf16"))) inline double amx_tile_loop(long iterations) {
+    static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
+    alignas(64) std::uint16_t operand[16 * 32];
+    std::fill(std::begin(operand), std::end(operand), std::uint16_t{0x3c00});  // bf16 2^-7
+    alignas(64) float out[4][16 * 16];
+    _tile_loadconfig(&config);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    for (long i = 0; i < iterations / 64; ++i) {  // one tile product does the work of 256 vdpbf16ps
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out[0], 64);
+    _tile_stored(1, out[1], 64);
+    _tile_stored(2, out[2], 64);
+    _tile_stored(3, out[3], 64);
+    _tile_release();
+    return out[0][0] + out[1][0] + out[2][0] + out[3][0];
+}
+#endif
 
-/// GFLOP/s of `loop` run on `threads` threads at once (best of 5), FLOP per instruction `per_instruction`.
-inline double peak_gflops(double (*loop)(long), double per_instruction, int threads) {
+/// GFLOP/s of `loop` run on `threads` threads at once (best of 5); `flop_per_iteration` of its loop.
+inline double peak_gflops(double (*loop)(long), double flop_per_iteration, int threads) {
     constexpr long iterations = 4000000;
     double sink = 0;
     const double s = best_seconds(
@@ -96,21 +132,47 @@ inline double peak_gflops(double (*loop)(long), double per_instruction, int thre
         },
         5);
     benchmark::DoNotOptimize(sink);
-    return threads * iterations * 24.0 * per_instruction / s * 1e-9;
+    return threads * static_cast<double>(iterations) * flop_per_iteration / s * 1e-9;
 }
 
 /// The fp32 FMA peak (AVX-512), GFLOP/s, with `threads` threads (0 without AVX-512F).
 inline double machine_fma_peak_gflops(int threads) {
     static std::map<int, double> cache;
     if (auto it = cache.find(threads); it != cache.end()) return it->second;
-    return cache[threads] = cpx::cpu::cpu_features().avx512f ? peak_gflops(fma_f32_loop, 32, threads) : 0.0;
+    return cache[threads] = cpx::cpu::cpu_features().avx512f
+                                ? peak_gflops(fma_f32_loop, register_loop_accumulators * 32.0, threads)
+                                : 0.0;
 }
 
-/// The bf16 dot-product peak (vdpbf16ps), GFLOP/s, with `threads` threads (0 without AVX512_BF16).
-inline double machine_bf16_peak_gflops(int threads) {
+/// The vdpbf16ps peak, GFLOP/s, with `threads` threads (0 without AVX512_BF16).
+inline double machine_dpbf16_peak_gflops(int threads) {
     static std::map<int, double> cache;
     if (auto it = cache.find(threads); it != cache.end()) return it->second;
-    return cache[threads] = cpx::cpu::cpu_features().avx512_bf16 ? peak_gflops(dpbf16_loop, 64, threads) : 0.0;
+    return cache[threads] = cpx::cpu::cpu_features().avx512_bf16
+                                ? peak_gflops(dpbf16_loop, register_loop_accumulators * 64.0, threads)
+                                : 0.0;
+}
+
+/// The AMX tile-product peak, GFLOP/s, with `threads` threads (0 where the AMX level is absent).
+inline double machine_amx_peak_gflops(int threads) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    static std::map<int, double> cache;
+    if (auto it = cache.find(threads); it != cache.end()) return it->second;
+    // iterations / 64 rounds of amx_loop_products tile products of 16 x 16 x 32 x 2 FLOP.
+    return cache[threads] = cpx::cpu::bf16_level_available(cpx::cpu::Bf16Level::amx)
+                                ? peak_gflops(amx_tile_loop, amx_loop_products * 16384.0 / 64, threads)
+                                : 0.0;
+#else
+    (void)threads;
+    return 0.0;
+#endif
+}
+
+/// The peak of the instruction our bf16 products run on this machine (the best level's:
+/// AMX tile products where the AMX level runs, else vdpbf16ps), GFLOP/s; 0 with no bf16 level.
+inline double machine_bf16_peak_gflops(int threads) {
+    return cpx::cpu::best_bf16_level() == cpx::cpu::Bf16Level::amx ? machine_amx_peak_gflops(threads)
+                                                                     : machine_dpbf16_peak_gflops(threads);
 }
 
 /// Sums `n` floats with `threads` OpenMP threads, each over its own contiguous
