@@ -2,7 +2,9 @@
 // One attention score row's max-subtracted softmax on AVX-512, in place:
 //   s[j] <- exp(s[j] - max) / sum_i exp(s[i] - max)   for j < valid;   s[j] <- 0 for valid <= j < n
 // Three passes over the row (max; exponentials and their sum; scaling), which a
-// causal prefill row of up to a few thousand scores keeps in L1.
+// causal prefill row of up to a few thousand scores keeps in L1. masked_exp_row
+// stops before the scaling and returns the factor, for attention to scale its
+// output row instead.
 //
 // exp of a non-positive argument (every s[j] - max is): x = k ln2 + r with
 // k = round(x / ln2) and |r| <= ln2 / 2, ln2 split into a short high part
@@ -60,8 +62,10 @@ CPX_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
     return _mm512_scalef_ps(p, k);
 }
 
-/// Softmax of s[0, valid) in place and s[valid, n) set to 0; valid >= 1.
-CPX_TARGET_AVX512 inline void masked_softmax_row(float* s, index_t valid, index_t n) {
+/// s[j] <- exp(s[j] - max) for j < valid and s[valid, n) set to 0; valid >= 1. Returns
+/// 1 / the sum of the exponentials: the caller scales by it where it is cheapest (attention
+/// scales its output rows, dv values, instead of the probabilities, up to n).
+CPX_TARGET_AVX512 inline float masked_exp_row(float* s, index_t valid, index_t n) {
     const index_t body = valid / 16 * 16;
     const __mmask16 tail = static_cast<__mmask16>((1u << (valid - body)) - 1u);
     __m512 mv = _mm512_set1_ps(-__builtin_inff());
@@ -80,11 +84,17 @@ CPX_TARGET_AVX512 inline void masked_softmax_row(float* s, index_t valid, index_
         _mm512_mask_storeu_ps(s + body, tail, e);
         sum = _mm512_add_ps(sum, e);
     }
+    std::fill(s + valid, s + n, 0.0f);
+    return 1.0f / _mm512_reduce_add_ps(sum);
+}
 
-    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+/// Softmax of s[0, valid) in place and s[valid, n) set to 0; valid >= 1.
+CPX_TARGET_AVX512 inline void masked_softmax_row(float* s, index_t valid, index_t n) {
+    const __m512 inverse = _mm512_set1_ps(masked_exp_row(s, valid, n));
+    const index_t body = valid / 16 * 16;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (valid - body)) - 1u);
     for (index_t j = 0; j < body; j += 16) _mm512_storeu_ps(s + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), inverse));
     if (tail) _mm512_mask_storeu_ps(s + body, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + body), inverse));
-    std::fill(s + valid, s + n, 0.0f);
 }
 
 }  // namespace cpx::cpu::avx512
