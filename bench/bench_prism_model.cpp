@@ -64,25 +64,30 @@ void prefill(index_t batch, index_t tokens, int threads) {
     });
 }
 
-template <class W>
+/// Under fp32_packed or bf16 arithmetic a decode step's products read the packs (bf16 panels under
+/// bf16, fp32 panels under fp32_packed on fp32 weights), so its matrices count in the packs' type.
+template <class W, cpu::Compute K = cpu::Compute::fp32>
 void decode(index_t batch, index_t context, int threads) {
-    const std::string name =
-        std::string("model/prism/mini/") + dtype_name<W>() + shape_suffix("decode", batch, "context", context, threads);
+    if (K == cpu::Compute::bf16 && cpu::best_bf16_level() == cpu::Bf16Level::none) return;
+    if (K == cpu::Compute::fp32_packed && !cpu::gemm_f32_packed_available()) return;
+    const std::string name = std::string("model/prism/mini/") + dtype_name<W>() +
+                             (K == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(K))) +
+                             shape_suffix("decode", batch, "context", context, threads);
     add(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
-        auto& m = model<W>();
+        auto& m = model<W, K>();
         bench::DecodeStep<PrismModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
         Work work;
-        const double d = C::hidden, L = C::layers, sw = sizeof(W);
+        const double d = C::hidden, L = C::layers, sw = sizeof(W), mw = K == cpu::Compute::bf16 ? 2.0 : sw;
         work.tokens = static_cast<double>(batch);
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
-        // Matrices in their storage type (U, c_fc, c_proj, the tied head, one wpe row
-        // per sequence); LayerNorm and bias vectors in fp32; keys and values of every layer.
-        const double matrices = L * (double(C::u_rows) * d + 2.0 * C::mlp_width * d) + double(C::vocab) * d +
-                                static_cast<double>(batch) * d;
+        // Matrices (U, c_fc, c_proj, the tied head) in the type the products read; one wpe row per
+        // sequence in the storage type; LayerNorm and bias vectors in fp32; keys and values of every layer.
+        const double matrices = L * (double(C::u_rows) * d + 2.0 * C::mlp_width * d) + double(C::vocab) * d;
+        const double wpe_rows = static_cast<double>(batch) * d;
         const double vectors = (L * (4 * d + C::mlp_width + d) + 2 * d) * sizeof(float);
         const double kv = static_cast<double>(batch) * L * 2 * C::u_rows * static_cast<double>(context) * sw;
-        work.bytes = matrices * sw + vectors + kv;
+        work.bytes = matrices * mw + wpe_rows * sw + vectors + kv;
         work.read_ceiling = bench::machine_read_gbps(threads);
         warm_once(name, step);
         bench::run(state, work, step);
@@ -103,6 +108,15 @@ void register_all() {
     }
     for (index_t ctx : {128, 512}) decode<bf16>(1, ctx, 2);
     decode<bf16>(1, 512, 1);
+    // Decode under the same arithmetic choices, the peers' decode cases (openvino_peer.py).
+    for (index_t ctx : {128, 512}) {
+        decode<bf16, cpu::Compute::bf16>(1, ctx, 2);
+        decode<float, cpu::Compute::fp32_packed>(1, ctx, 2);
+    }
+    decode<bf16, cpu::Compute::bf16>(4, 512, 2);
+    decode<float, cpu::Compute::fp32_packed>(4, 512, 2);
+    decode<bf16, cpu::Compute::bf16>(1, 512, 1);
+    decode<float, cpu::Compute::fp32_packed>(1, 512, 1);
 }
 
 }  // namespace

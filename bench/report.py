@@ -567,35 +567,46 @@ class Report:
         self.plot_sequence()
 
     def versus_peers(self):
-        """Whole-model prefill against PyTorch 2 and OpenVINO, per peer case (f32 or bf16 weights; bf16 =
-        bf16 arithmetic in the peers): our fastest arithmetic for the same weights and the ratios."""
-        cases = sorted(set(self.torch2) | set(self.ov), key=self.sort_key)
-        cases = [n for n in cases if re.search(r"^model/.*/prefill/", n)]
-        if not cases:
-            return
-        self.emit("## Against PyTorch 2 and OpenVINO: whole-model prefill", "",
-                  "Tokens/s, same machine, same run. f32 rows: fp32 weights and arithmetic (ours: Eigen's products, "
-                  "and `fp32_packed`, the packed AVX-512 kernel); bf16 rows: bf16 weights, bf16 arithmetic with "
-                  "fp32 sums (ours: `compute:bf16`). PyTorch 2 runs `bench/python/torch_models.py` eagerly; "
-                  "OpenVINO runs the same module converted (`bench/python/openvino_peer.py`, LATENCY hint, "
-                  "its precision hint set to the row's type). Ratios use our fastest column.", "")
-        rows = []
-        for n in cases:
-            base, rest = n.split("/prefill/")
-            if base.endswith("/f32"):
-                ours = [(self.o(n, "tokens_per_s"), "fp32"),
-                        (self.o(base + "/compute:fp32_packed/prefill/" + rest, "tokens_per_s"), "fp32_packed")]
+        """Whole models against PyTorch 2 and OpenVINO, per peer case (f32 or bf16 weights; bf16 = bf16
+        arithmetic in the peers): our default and our fastest packed arithmetic for the same weights,
+        and the ratios to our faster one. One table for prefill, one for decode."""
+        every = sorted(set(self.torch2) | set(self.ov), key=self.sort_key)
+        for kind in ("prefill", "decode"):
+            cases = [n for n in every if re.search(rf"^model/.*/{kind}/", n)]
+            if not cases:
+                continue
+            if kind == "prefill":
+                self.emit("## Against PyTorch 2 and OpenVINO: whole-model prefill", "",
+                          "Tokens/s, same machine, same run. f32 rows: fp32 weights and arithmetic (ours: Eigen's "
+                          "products, and `fp32_packed`, the packed AVX-512 kernel); bf16 rows: bf16 weights, bf16 "
+                          "arithmetic with fp32 sums (ours: `compute:bf16`). PyTorch 2 runs "
+                          "`bench/python/torch_models.py` eagerly; OpenVINO runs the same module converted "
+                          "(`bench/python/openvino_peer.py`, LATENCY hint, its precision hint set to the row's "
+                          "type). Ratios use our fastest column.", "")
             else:
-                ours = [(self.o(n, "tokens_per_s"), "fp32 on bf16"),
-                        (self.o(base + "/compute:bf16/prefill/" + rest, "tokens_per_s"), "bf16")]
-            t2 = self.torch2.get(n, {}).get("tokens_per_s")
-            ov = self.ov.get(n, {}).get("tokens_per_s")
-            best = max((v for v, _ in ours if v), default=None)
-            rate = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
-            rows.append((f"`{n.replace('model/', '')}`", rate(ours[0][0]), rate(ours[1][0]), rate(t2), rate(ov),
-                         f"{best / ov:.2f}×" if best and ov else "–", f"{best / t2:.2f}×" if best and t2 else "–"))
-        self.emit(table(["case", "ours (Eigen fp32 / fp32 on bf16)", "ours (fp32_packed / bf16)", "PyTorch 2",
-                         "OpenVINO", "ours ÷ OpenVINO", "ours ÷ PyTorch 2"], rows), "")
+                self.emit("## Against PyTorch 2 and OpenVINO: decode", "",
+                          "Tokens/s (sequences × steps per second) of one decode step at the given cache length, "
+                          "same machine, same run; columns as for prefill. OpenVINO runs the module's decode "
+                          "step converted with its KV cache as OpenVINO state (stateful model, the CPU plugin's "
+                          "fused attention with an in-place cache of the row's type; `openvino_peer.py` says how "
+                          "the routed experts are expressed in its graph).", "")
+            rows = []
+            for n in cases:
+                base, rest = n.split(f"/{kind}/")
+                if base.endswith("/f32"):
+                    ours = [(self.o(n, "tokens_per_s"), "fp32"),
+                            (self.o(f"{base}/compute:fp32_packed/{kind}/{rest}", "tokens_per_s"), "fp32_packed")]
+                else:
+                    ours = [(self.o(n, "tokens_per_s"), "fp32 on bf16"),
+                            (self.o(f"{base}/compute:bf16/{kind}/{rest}", "tokens_per_s"), "bf16")]
+                t2 = self.torch2.get(n, {}).get("tokens_per_s")
+                ov = self.ov.get(n, {}).get("tokens_per_s")
+                best = max((v for v, _ in ours if v), default=None)
+                rate = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
+                rows.append((f"`{n.replace('model/', '')}`", rate(ours[0][0]), rate(ours[1][0]), rate(t2), rate(ov),
+                             f"{best / ov:.2f}×" if best and ov else "–", f"{best / t2:.2f}×" if best and t2 else "–"))
+            self.emit(table(["case", "ours (Eigen fp32 / fp32 on bf16)", "ours (fp32_packed / bf16)", "PyTorch 2",
+                             "OpenVINO", "ours ÷ OpenVINO", "ours ÷ PyTorch 2"], rows), "")
 
     def versus_torch(self):
         both = sorted((n for n in self.ours if self.t(n)), key=self.sort_key)

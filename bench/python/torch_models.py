@@ -157,6 +157,20 @@ def attend(q, k, v, scale):
     return torch.softmax(scores, -1) @ v
 
 
+def attend_one_query(q, k, v):
+    """attend() for one new position per sequence, in the form a graph compiler's stateful KV cache
+    recognises (OpenVINO's CPU plugin fuses "past keys, concatenated, into SDPA" into one kernel
+    that appends in place): the key/value heads repeated by expand + reshape instead of SDPA's
+    enable_gqa, and SDPA's default scale 1/sqrt(D), which is every model's here. No mask: one query
+    at the newest position sees every key."""
+    b, kv_heads, s, d = k.shape
+    groups = q.shape[1] // kv_heads
+    if groups > 1:
+        k = k[:, :, None].expand(b, kv_heads, groups, s, d).reshape(b, kv_heads * groups, s, d)
+        v = v[:, :, None].expand(b, kv_heads, groups, s, d).reshape(b, kv_heads * groups, s, d)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
 def swiglu(x, gate, up, down):
     """nn.Linear layout: gate/up [I, d], down [d, I]."""
     return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
@@ -219,6 +233,11 @@ class ComplexityDeep(torch.nn.Module):
             f"layers.{i}.mlp.down_proj_w" in self.t or f"layers.{i}.mlp.down_proj" in self.t)}
         self.rope = Rope(max_positions, self.hd, self.theta, self.dtype)
         self.cache = None
+        # Formulations for a traced graph (bench/python/openvino_peer.py's decode step), where the
+        # eager path's data-dependent branches would be frozen at the traced tokens: None (eager),
+        # "gather" (each row's expert weights gathered by its route) or "all" (every expert on
+        # every row, weighted by a one-hot of the routes). Both also use attend_one_query().
+        self.graph_form = None
 
     def w(self, name):
         return self.t[name]
@@ -254,7 +273,7 @@ class ComplexityDeep(torch.nn.Module):
         q, k = self.rope.rotate_half(q, pos0), self.rope.rotate_half(k, pos0)
         if self.cache is not None:
             k, v = self.cache.update(i, k, v, pos0)
-        o = attend(q, k, v, 1.0 / math.sqrt(self.hd))
+        o = attend_one_query(q, k, v) if self.graph_form else attend(q, k, v, 1.0 / math.sqrt(self.hd))
         return F.linear(o.transpose(1, 2).reshape(B, T, self.h * self.hd), self.w(p + "o_proj.weight"))
 
     def mlp(self, i, x, tokens):
@@ -269,6 +288,16 @@ class ComplexityDeep(torch.nn.Module):
         gate, up, down = self.experts[i]
 
         def experts_of(experts, scale=None):
+            if self.graph_form == "gather":  # [N, d, I] per row: one expert's weights per row
+                xb = x[:, None, :]
+                y = torch.bmm(F.silu(torch.bmm(xb, gate[experts])) * torch.bmm(xb, up[experts]), down[experts])[:, 0]
+                return y if scale is None else y * scale[:, None]
+            if self.graph_form == "all":  # every expert on every row, the routes' one-hot as weights
+                xe = x.unsqueeze(0).expand(self.E, -1, -1)
+                y = torch.bmm(F.silu(torch.bmm(xe, gate)) * torch.bmm(xe, up), down)  # [E, N, d]
+                pick = F.one_hot(experts, self.E).to(x.dtype).t()[:, :, None]  # [E, N, 1]
+                y = (y * pick).sum(0)
+                return y if scale is None else y * scale[:, None]
             out = torch.zeros_like(x)
             for e in range(self.E):
                 rows = experts == e
@@ -341,6 +370,7 @@ class Prism(torch.nn.Module):
         self.noise = Rope(ctx, self.D, 10000.0 / self.m, self.dtype)
         self.lam = [float(self.w(f"transformer.h.{i}.attn.lambda_q").reshape(-1)[0]) for i in range(self.L)]
         self.cache = None
+        self.graph_form = None  # as ComplexityDeep's (any value: attend_one_query(); no experts here)
 
     def w(self, name):
         return self.t[name]
@@ -359,7 +389,7 @@ class Prism(torch.nn.Module):
         # heads at base 10000 m, noise heads at 10000 / m), values h itself.
         k = torch.cat([self.signal.interleaved(h[:, : self.H], pos0), self.noise.interleaved(h[:, self.H :], pos0)], 1)
         kk, vv = (k, h) if self.cache is None else self.cache.update(i, k, h, pos0)
-        y = attend(k, kk, vv, 1.0 / math.sqrt(self.D))
+        y = attend_one_query(k, kk, vv) if self.graph_form else attend(k, kk, vv, 1.0 / math.sqrt(self.D))
         y = torch.cat([y[:, : self.H], -self.lam[i] * y[:, self.H :]], 1).transpose(1, 2)
         return (y.reshape(B, T, 2 * self.H * self.D) @ U) / math.sqrt(2 * self.H * self.R)
 
