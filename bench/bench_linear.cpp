@@ -219,7 +219,7 @@ void register_all() {
             decode<bf16>(s, 1, threads);
             if (cpu::best_bf16_level() != cpu::Bf16Level::none) decode<float>(s, 1, threads, Product::linear_bf16_packed);
         }
-        for (index_t rows : {4, 16}) {  // batched decode
+        for (index_t rows : {4, 8, 16}) {  // batched decode
             decode<float>(s, rows, 2);
             decode<bf16>(s, rows, 2);
         }

@@ -4,9 +4,9 @@
 // nn.Linear weights ([out, in]):
 // - From lanes_min_rows rows (5 with fp32 weights, 10 with bf16; batched
 //   decode) the sequences sit in the vector lanes: x is transposed once per
-//   call into 16 lanes per input feature, and a block of eight weight rows runs
-//   eight accumulators of 16 lanes, one broadcast weight and one FMA per weight,
-//   with no horizontal sums. Dot products along the input cost a reduction per
+//   call into 8 lanes (up to 8 fp32-weight sequences) or 16 per input feature,
+//   and a block of eight weight rows runs eight accumulators of those lanes, one
+//   broadcast weight and one FMA per weight, with no horizontal sums. Dot products along the input cost a reduction per
 //   output and sequence, and with 16 rows of x past L1 they ran at a third of
 //   the FMA peak (2.6x slower at 16 rows).
 // - One input row on bf16 weights: dot products, one weight row after the
@@ -74,7 +74,11 @@
 
 namespace cpx::cpu::avx512 {
 
-/// How far ahead along each weight row the lane kernels prefetch (they stream eight rows at once).
+/// How far ahead along each weight row the lane kernels prefetch (they stream eight rows at once),
+/// into L2 (T1): on AMD Zen 4 prefetching into L1 (T0) made a stream of eight weight rows slower
+/// than no prefetch at all, and T1 was the fastest of T0/T1/NTA at 0.5-4 KiB (a 1280 x 1536 fp32
+/// product from memory at 8 sequences, two threads: 0.34-0.35 ms with T0, 0.28-0.29 with T1; at
+/// 16 sequences 0.39 -> 0.35 ms). Zen 5, where 1 KiB T0 was chosen, has not been rechecked.
 inline constexpr index_t lanes_prefetch_bytes = 1024;
 
 /// Rows from which nn.Linear products put the sequences in the vector lanes
@@ -271,40 +275,77 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
     }
 }
 
-/// xt[16 i + m] = x[m, i] for the rows of x (at most 16), zero in the other lanes:
-/// the input of the lane kernels. Transposes features [i0, i1).
+/// Lanes per input feature of the lane kernels: 8 (one 256-bit vector) for up to
+/// eight sequences, else 16 (one 512-bit vector). Both cost one FMA instruction
+/// per weight, but a 256-bit FMA is half a 512-bit one on cores whose vector
+/// units are 256 bits wide (AMD Zen 4: 1 zmm or 2 ymm FMAs per cycle) and the
+/// same elsewhere, so eight sequences in 16 lanes left half of every FMA idle:
+/// on Zen 4 the 187M qkv_mu product took 0.457 ms for 8 rows, as long as for 16.
+/// bf16 weights run in 16 lanes only (two inputs per weight word; from 10 rows).
+template <class W>
+constexpr int lane_width(index_t rows) {
+    return std::is_same_v<W, float> && rows <= 8 ? 8 : 16;
+}
+
+/// xt[L i + m] = x[m, i] for the rows of x (at most L = lane_width<W>(rows)), zero
+/// in the other lanes: the input of the lane kernels on W weights. Transposes
+/// features [i0, i1).
+template <class W>
 CPX_TARGET_AVX512 inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
+    const index_t L = lane_width<W>(x.rows);
     for (index_t i = i0; i < i1; ++i) {
-        float* lanes = xt + 16 * i;
+        float* lanes = xt + L * i;
         for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
-        for (index_t m = x.rows; m < 16; ++m) lanes[m] = 0.0f;
+        for (index_t m = x.rows; m < L; ++m) lanes[m] = 0.0f;
     }
 }
 
 namespace detail {
+/// One vector of L lanes of fp32 sums, L = 8 or 16.
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<16> {
+    using V = __m512;
+    CPX_TARGET_AVX512 static V zero() { return _mm512_setzero_ps(); }
+    CPX_TARGET_AVX512 static V load(const float* p) { return _mm512_load_ps(p); }
+    CPX_TARGET_AVX512 static V fma(float w, V x, V acc) { return _mm512_fmadd_ps(_mm512_set1_ps(w), x, acc); }
+    CPX_TARGET_AVX512 static void store(float* p, V v) { _mm512_store_ps(p, v); }
+};
+template <>
+struct Lanes<8> {
+    using V = __m256;
+    CPX_TARGET_AVX512 static V zero() { return _mm256_setzero_ps(); }
+    CPX_TARGET_AVX512 static V load(const float* p) { return _mm256_load_ps(p); }
+    CPX_TARGET_AVX512 static V fma(float w, V x, V acc) { return _mm256_fmadd_ps(_mm256_set1_ps(w), x, acc); }
+    CPX_TARGET_AVX512 static void store(float* p, V v) { _mm256_store_ps(p, v); }
+};
+
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
-/// against every lane of xt; adds or writes the rows of y.
-template <class W>
+/// against every lane of xt (L lanes per input); adds or writes the rows of y.
+template <class W, int L>
 CPX_TARGET_AVX512
 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
                       const StridedMatrix<float>& y, bool accumulate) {
+    static_assert(L == 16 || std::is_same_v<W, float>, "bf16 weights widen two inputs per word into 16 lanes");
+    using V = typename Lanes<L>::V;
     constexpr int R = 8;
     const W* wr[R];
     for (int r = 0; r < R; ++r) wr[r] = w.data + (o + std::min(r, rows_here - 1)) * w.ld;
-    __m512 acc[R];
-    for (auto& a : acc) a = _mm512_setzero_ps();
+    V acc[R];
+    for (auto& a : acc) a = Lanes<L>::zero();
     // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
     constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
     constexpr index_t ahead = lanes_prefetch_bytes / static_cast<index_t>(sizeof(W));
     const index_t body = in / step * step;
     for (index_t i = 0; i < body; i += step) {
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + ahead), _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + ahead), _MM_HINT_T1);
         if constexpr (std::is_same_v<W, float>) {
 #pragma GCC unroll 16
             for (index_t k = 0; k < step; ++k) {
-                const __m512 xv = _mm512_load_ps(xt + 16 * (i + k));
+                const V xv = Lanes<L>::load(xt + L * (i + k));
 #pragma GCC unroll 8
-                for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wr[r][i + k]), xv, acc[r]);
+                for (int r = 0; r < R; ++r) acc[r] = Lanes<L>::fma(wr[r][i + k], xv, acc[r]);
             }
         } else {
             // A 32-bit word holds inputs k (low half) and k + 1 (high half) of a row.
@@ -323,11 +364,11 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
         }
     }
     for (index_t i = body; i < in; ++i) {
-        const __m512 xv = _mm512_load_ps(xt + 16 * i);
-        for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(to_float(wr[r][i])), xv, acc[r]);
+        const V xv = Lanes<L>::load(xt + L * i);
+        for (int r = 0; r < R; ++r) acc[r] = Lanes<L>::fma(to_float(wr[r][i]), xv, acc[r]);
     }
-    alignas(64) float sums[R][16];
-    for (int r = 0; r < R; ++r) _mm512_store_ps(sums[r], acc[r]);
+    alignas(64) float sums[R][L];
+    for (int r = 0; r < R; ++r) Lanes<L>::store(sums[r], acc[r]);
     for (index_t m = 0; m < y.rows; ++m) {
         float* yr = y.row(m) + o;
         for (int r = 0; r < rows_here; ++r) yr[r] = accumulate ? yr[r] + sums[r][m] : sums[r][m];
@@ -336,14 +377,22 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1), with x given as
-/// lanes_transpose made it (xt, 64-byte aligned) and y's rows those of x
+/// lanes_transpose<W> made it (xt, 64-byte aligned) and y's rows those of x
 /// (at most 16); w: [out, in] fp32 or bf16 rows.
 template <class W>
 CPX_TARGET_AVX512
 void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w, const StridedMatrix<float>& y,
                    index_t o0, index_t o1, bool accumulate) {
-    for (index_t o = o0; o < o1; o += 8)
-        detail::gemv_lanes_block(xt, in, w, o, static_cast<int>(std::min<index_t>(8, o1 - o)), y, accumulate);
+    for (index_t o = o0; o < o1; o += 8) {
+        const int rows_here = static_cast<int>(std::min<index_t>(8, o1 - o));
+        if constexpr (std::is_same_v<W, float>) {
+            if (lane_width<W>(y.rows) == 8) {
+                detail::gemv_lanes_block<W, 8>(xt, in, w, o, rows_here, y, accumulate);
+                continue;
+            }
+        }
+        detail::gemv_lanes_block<W, 16>(xt, in, w, o, rows_here, y, accumulate);
+    }
 }
 
 namespace detail {

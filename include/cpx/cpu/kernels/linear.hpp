@@ -273,7 +273,7 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #pragma omp parallel if (panels > 1 && m * out * in > 32768)
             {
 #pragma omp for schedule(static)
-                for (index_t i0 = 0; i0 < in; i0 += 64) avx512::lanes_transpose(x, xt, i0, std::min(in, i0 + 64));
+                for (index_t i0 = 0; i0 < in; i0 += 64) avx512::lanes_transpose<W>(x, xt, i0, std::min(in, i0 + 64));
 #pragma omp for schedule(static)
                 for (index_t p = 0; p < panels; ++p)
                     avx512::gemv_lanes_nt(xt, in, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);

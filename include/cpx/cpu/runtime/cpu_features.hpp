@@ -27,7 +27,7 @@ namespace cpx::cpu {
 struct CpuFeatures {
     std::string model;        ///< the CPU's brand string
     bool avx2 = false;        ///< AVX2 + FMA, OS-enabled
-    bool avx512f = false;     ///< AVX-512 F/BW/VL/DQ, OS-enabled (what our AVX-512 kernels use)
+    bool avx512f = false;     ///< AVX-512 F/BW/VL/DQ and FMA, OS-enabled (what our AVX-512 kernels use)
     bool avx512_bf16 = false; ///< vdpbf16ps / vcvtne2ps2bf16 on top of avx512f
     bool amx_bf16 = false;    ///< AMX tiles with bf16, in the CPU and in XCR0
     bool amx_permitted = false;  ///< the OS granted this process the AMX tile state
@@ -87,7 +87,7 @@ inline CpuFeatures detect() {
     if (max_leaf >= 7) {
         const Regs l7 = cpuid(7, 0), l71 = cpuid(7, 1);
         f.avx2 = os_avx && bit(l7.b, 5) && bit(l1.c, 12);
-        f.avx512f = os_avx512 && bit(l7.b, 16) && bit(l7.b, 17) && bit(l7.b, 30) && bit(l7.b, 31);
+        f.avx512f = os_avx512 && bit(l1.c, 12) && bit(l7.b, 16) && bit(l7.b, 17) && bit(l7.b, 30) && bit(l7.b, 31);
         f.avx512_bf16 = f.avx512f && bit(l71.a, 5);
         f.amx_bf16 = os_amx && bit(l7.d, 24) && bit(l7.d, 22) && f.avx512f;
         f.amx_permitted = f.amx_bf16 && request_amx_permission();

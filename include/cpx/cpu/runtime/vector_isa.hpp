@@ -19,10 +19,11 @@
 #include "cpx/cpu/runtime/cpu_features.hpp"
 
 #ifdef CPX_X86
-/// Compile one function for AVX-512 F/BW/DQ/VL whatever the build's -march.
-#define CPX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+/// Compile one function for AVX-512 F/BW/DQ/VL whatever the build's -march, with FMA3 for the
+/// 256-bit FMAs of the lane kernels (every AVX-512 CPU has it; GCC does not imply it).
+#define CPX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 /// The same plus AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
-#define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
 #endif
 
 namespace cpx::cpu {
