@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmark preset, runs every Google Benchmark suite (JSON under
 # build/bench/results/), runs the peers of the same cases (PyTorch eager:
-# Debian's 1.13 and the current 2.x; OpenVINO for whole-model prefill; the
+# Debian's 1.13 and the current 2.x; OpenVINO for whole-model prefill and decode; the
 # last two from PyPI into build/peers-venv by scripts/setup_peers.sh), and
 # turns it all into docs/BENCHMARKS.md and docs/img/*.png (bench/report.py).
 #
