@@ -321,8 +321,9 @@ class Report:
 
     def ours_best(self, name):
         """Our fastest time (ms) for a peer's case: the same name, or the same weights
-        under another arithmetic (`compute:bf16` for bf16 weights, `compute:fp32_packed`
-        for fp32), since the arithmetic is the user's choice and the peers pick theirs."""
+        under another arithmetic (`compute:bf16` / `bf16_compute` for bf16 weights,
+        `compute:fp32_packed` / `f32_packed` for fp32), since the arithmetic is the user's
+        choice and the peers pick theirs."""
         alternatives = [name]
         for kind in ("/prefill/", "/decode/"):
             if kind in name:
@@ -331,6 +332,8 @@ class Report:
                 alternatives.append(base + alt + kind + rest)
         if name.startswith("linear/") and "/bf16/" in name:
             alternatives.append(name.replace("/bf16/", "/bf16_compute/"))
+        if name.startswith("linear/") and "/f32/" in name:
+            alternatives.append(name.replace("/f32/", "/f32_packed/"))
         times = [t for t in (self.o(n) for n in alternatives) if t]
         return min(times) if times else None
 
