@@ -31,8 +31,9 @@
 //   compute-bound at ~55% of the read rate, and widening once per input row
 //   made 4 rows cost 1.7x one row (now 1.4x).
 //
-// Input-major weights ([in, out], the routed experts): a tile of up to 4 rows x
-// 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
+// Input-major weights ([in, out], the routed experts): one input row streams
+// the weight's rows in order into partial sums in memory (gemv_row_nn, below);
+// more rows use a tile of up to 4 rows x 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
 // row, widened in registers by parity, as above) keeps its sums in registers
 // over the whole input;
 // further row groups re-read the strip from L2, so weights come from memory once.
@@ -501,6 +502,74 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
     for (int g = 0; g < G; ++g) store_strip<W, NB>(acc[g], y.row(m0 + g) + j0, cols, accumulate);
 }
 }  // namespace detail
+
+/// One input row against an input-major weight ([in, out], the routed experts
+/// of a batch-1 decode step): the rows of w are read in order, each whole, and
+/// multiplied into partial sums held in memory (L1/L2), one set per chunk of
+/// input rows. The column strips above read 256 bytes of each row at the row
+/// stride, a pattern the hardware prefetchers follow poorly: on AMD Zen 4 the
+/// 187M expert's 768 x 1024 fp32 product ran at 21 GB/s on two threads and
+/// 12.5 on one, the row stream at 30 and 21 (microbenchmark, weights from memory).
+/// The chunks are fixed by the input size, not by the threads, and summed in
+/// order, so the result does not depend on the thread count.
+constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
+/// Floats of one chunk's partial sums: whole strips of 16 nn_strip_vectors columns.
+template <class W>
+constexpr index_t row_nn_stride(index_t out) {
+    constexpr index_t strip = 16 * detail::nn_strip_vectors<W>;
+    return (out + strip - 1) / strip * strip;
+}
+/// Floats of scratch a one-row input-major product needs (64-byte aligned).
+template <class W>
+constexpr index_t row_nn_scratch(index_t in, index_t out) { return row_nn_chunks(in) * row_nn_stride<W>(out); }
+
+namespace detail {
+/// part = sum over input rows [i0, i1) of x[i] w[i, :], strip by strip in
+/// load_strip's layout (bf16: each 32 columns' even ones, then their odd ones).
+template <class W>
+CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1,
+                                        float* part) {
+    constexpr int NB = nn_strip_vectors<W>;
+    constexpr index_t strip = 16 * NB;
+    const index_t strips = row_nn_stride<W>(w.cols) / strip;
+    const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
+    std::fill_n(part, strips * strip, 0.0f);
+    for (index_t i = i0; i < i1; ++i) {
+        const W* wr = w.data + i * w.ld;
+        const __m512 xv = _mm512_set1_ps(x[i]);
+        for (index_t s = 0; s < strips; ++s) {
+            __m512 wv[NB];
+            load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
+            float* ps = part + s * strip;
+#pragma GCC unroll 16
+            for (int k = 0; k < NB; ++k)
+                _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
+        }
+    }
+}
+}  // namespace detail
+
+/// y (=|+=) x w for one input row x (w: [in, out] fp32 or bf16 rows), with
+/// `parts` row_nn_scratch floats, 64-byte aligned. Threads take the chunks.
+template <class W>
+CPX_TARGET_AVX512 void gemv_row_nn(const float* x, const StridedMatrix<const W>& w, float* y, bool accumulate,
+                                   float* parts) {
+    constexpr int NB = detail::nn_strip_vectors<W>;
+    constexpr index_t strip = 16 * NB;
+    const index_t in = w.rows, out = w.cols, chunks = row_nn_chunks(in), stride = row_nn_stride<W>(out);
+#pragma omp parallel for schedule(static) if (chunks > 1 && in * out > 32768)
+    for (index_t c = 0; c < chunks; ++c)
+        detail::gemv_row_nn_part(x, w, in * c / chunks, in * (c + 1) / chunks, parts + c * stride);
+    for (index_t j0 = 0; j0 < out; j0 += strip) {
+        __m512 acc[NB];
+#pragma GCC unroll 16
+        for (int k = 0; k < NB; ++k) acc[k] = _mm512_load_ps(parts + j0 + 16 * k);
+        for (index_t c = 1; c < chunks; ++c)
+#pragma GCC unroll 16
+            for (int k = 0; k < NB; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(parts + c * stride + j0 + 16 * k));
+        detail::store_strip<W, NB>(acc, y + j0, static_cast<int>(std::min(strip, out - j0)), accumulate);
+    }
+}
 
 /// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 or bf16 rows.
 /// Row groups after the first re-read their strip from L2, so the weights come

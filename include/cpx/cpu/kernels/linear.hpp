@@ -355,6 +355,17 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         const index_t panels = (out + pw - 1) / pw;
 #ifdef CPX_HAVE_GEMV_AVX512
         const bool avx512 = vector_isa() == VectorIsa::avx512;
+        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+            if (avx512) {
+                // Sized for one row whatever m is, so that a step with another batch
+                // size than the one before allocates nothing.
+                float* const parts = scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch<W>(in, out)));
+                if (m == 1) {  // one input row: the weight's rows streamed in order
+                    avx512::gemv_row_nn(x.row(0), w, y.row(0), mode == Write::accumulate, parts);
+                    return;
+                }
+            }
+        }
 #endif
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
@@ -388,6 +399,19 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                                   detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
         }
     }
+}
+
+/// Sizes `scratch` for the few-row matmul<W> products through an [in, out] weight
+/// (one input row streams the weight's rows into partial sums kept there), so
+/// that a caller taking turns between scratches can size them all beforehand.
+template <class W>
+void reserve_matmul(LinearScratch& scratch, index_t in, index_t out) {
+#ifdef CPX_HAVE_GEMV_AVX512
+    if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>)
+        (void)scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch<W>(in, out)));
+#else
+    (void)scratch, (void)in, (void)out;
+#endif
 }
 
 /// linear() with a contiguous [out, in] weight.

@@ -57,6 +57,13 @@ public:
         busy_.reserve(static_cast<std::size_t>(experts));
         if (static_cast<int>(thread_scratch_.size()) < max_threads())
             thread_scratch_.resize(static_cast<std::size_t>(max_threads()));
+        // Decode's experts run on either scratch; size them all for their products now.
+        const auto size = [&](LinearScratch& s) {
+            reserve_matmul<W>(s, hidden, 2 * width);
+            reserve_matmul<W>(s, width, hidden);
+        };
+        size(scratch_);
+        for (LinearScratch& s : thread_scratch_) size(s);
     }
 
     /// residual[r] += scale[r] * Expert_{expert[r]}(x[r]) for every row r
