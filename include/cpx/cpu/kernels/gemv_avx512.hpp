@@ -31,9 +31,9 @@
 //   compute-bound at ~55% of the read rate, and widening once per input row
 //   made 4 rows cost 1.7x one row (now 1.4x).
 //
-// Input-major weights ([in, out], the routed experts): one input row streams
-// the weight's rows in order into partial sums in memory (gemv_row_nn, below);
-// more rows use a tile of up to 4 rows x 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
+// Input-major weights ([in, out], the routed experts): up to four input rows
+// stream the weight's rows in order into partial sums in memory
+// (gemv_rows_nn_streamed, below); more rows use a tile of up to 4 rows x 64 fp32 columns (2 rows x 128 bf16 columns: the same 256 bytes of a weight
 // row, widened in registers by parity, as above) keeps its sums in registers
 // over the whole input;
 // further row groups re-read the strip from L2, so weights come from memory once.
@@ -503,72 +503,95 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
 }
 }  // namespace detail
 
-/// One input row against an input-major weight ([in, out], the routed experts
-/// of a batch-1 decode step): the rows of w are read in order, each whole, and
-/// multiplied into partial sums held in memory (L1/L2), one set per chunk of
-/// input rows. The column strips above read 256 bytes of each row at the row
-/// stride, a pattern the hardware prefetchers follow poorly: on AMD Zen 4 the
-/// 187M expert's 768 x 1024 fp32 product ran at 21 GB/s on two threads and
-/// 12.5 on one, the row stream at 30 and 21 (microbenchmark, weights from memory).
-/// The chunks are fixed by the input size, not by the threads, and summed in
-/// order, so the result does not depend on the thread count.
+/// One to row_nn_max_rows input rows against an input-major weight ([in, out],
+/// the routed experts of a decode step): the rows of w are read in order, each
+/// whole, and multiplied into partial sums held in memory (L1/L2), one set per
+/// input row and chunk of weight rows. The column strips below read 256 bytes
+/// of each weight row at the row stride, a pattern the hardware prefetchers
+/// follow poorly: on AMD Zen 4 the 187M expert's 768 x 1024 fp32 product ran
+/// at 21 GB/s on two threads and 12.5 on one, the row stream at 30 and 21
+/// (microbenchmark, weights from memory). The chunks are fixed by the input
+/// size, not by the threads, and summed in order, so the result does not
+/// depend on the thread count.
+inline constexpr index_t row_nn_max_rows = 4;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
-/// Floats of one chunk's partial sums: whole strips of 16 nn_strip_vectors columns.
+/// Floats of one row's partial sums: whole strips of 16 nn_strip_vectors columns.
 template <class W>
 constexpr index_t row_nn_stride(index_t out) {
     constexpr index_t strip = 16 * detail::nn_strip_vectors<W>;
     return (out + strip - 1) / strip * strip;
 }
-/// Floats of scratch a one-row input-major product needs (64-byte aligned).
+/// Floats of scratch the row-streaming products need (64-byte aligned), for any row count.
 template <class W>
-constexpr index_t row_nn_scratch(index_t in, index_t out) { return row_nn_chunks(in) * row_nn_stride<W>(out); }
+constexpr index_t row_nn_scratch(index_t in, index_t out) {
+    return row_nn_chunks(in) * row_nn_max_rows * row_nn_stride<W>(out);
+}
 
 namespace detail {
-/// part = sum over input rows [i0, i1) of x[i] w[i, :], strip by strip in
-/// load_strip's layout (bf16: each 32 columns' even ones, then their odd ones).
-template <class W>
-CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1,
-                                        float* part) {
+/// parts[g] = sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for G rows, strip
+/// by strip in load_strip's layout (bf16: each 32 columns' even ones, then their odd
+/// ones), the rows' sums `stride` floats apart. Each strip of weights is loaded once
+/// for the G rows.
+template <class W, int G>
+CPX_TARGET_AVX512 void gemv_row_nn_part(const StridedMatrix<const float>& x, index_t m0, const StridedMatrix<const W>& w,
+                                        index_t i0, index_t i1, float* parts, index_t stride) {
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
-    const index_t strips = row_nn_stride<W>(w.cols) / strip;
+    const index_t strips = stride / strip;
     const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
-    std::fill_n(part, strips * strip, 0.0f);
+    std::fill_n(parts, G * stride, 0.0f);
     for (index_t i = i0; i < i1; ++i) {
         const W* wr = w.data + i * w.ld;
-        const __m512 xv = _mm512_set1_ps(x[i]);
+        __m512 xv[G];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_set1_ps(x.row(m0 + g)[i]);
         for (index_t s = 0; s < strips; ++s) {
             __m512 wv[NB];
             load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
-            float* ps = part + s * strip;
+#pragma GCC unroll 4
+            for (int g = 0; g < G; ++g) {
+                float* ps = parts + g * stride + s * strip;
 #pragma GCC unroll 16
-            for (int k = 0; k < NB; ++k)
-                _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
+                for (int k = 0; k < NB; ++k)
+                    _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv[g], _mm512_load_ps(ps + 16 * k)));
+            }
         }
     }
 }
 }  // namespace detail
 
-/// y (=|+=) x w for one input row x (w: [in, out] fp32 or bf16 rows), with
-/// `parts` row_nn_scratch floats, 64-byte aligned. Threads take the chunks.
+/// y (=|+=) x w for 1 to row_nn_max_rows input rows (w: [in, out] fp32 or bf16
+/// rows), with `parts` row_nn_scratch floats, 64-byte aligned. Threads take the
+/// chunks.
 template <class W>
-CPX_TARGET_AVX512 void gemv_row_nn(const float* x, const StridedMatrix<const W>& w, float* y, bool accumulate,
-                                   float* parts) {
+CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
+                                             const StridedMatrix<float>& y, bool accumulate, float* parts) {
     constexpr int NB = detail::nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
-    const index_t in = w.rows, out = w.cols, chunks = row_nn_chunks(in), stride = row_nn_stride<W>(out);
-#pragma omp parallel for schedule(static) if (chunks > 1 && in * out > 32768)
-    for (index_t c = 0; c < chunks; ++c)
-        detail::gemv_row_nn_part(x, w, in * c / chunks, in * (c + 1) / chunks, parts + c * stride);
-    for (index_t j0 = 0; j0 < out; j0 += strip) {
-        __m512 acc[NB];
-#pragma GCC unroll 16
-        for (int k = 0; k < NB; ++k) acc[k] = _mm512_load_ps(parts + j0 + 16 * k);
-        for (index_t c = 1; c < chunks; ++c)
-#pragma GCC unroll 16
-            for (int k = 0; k < NB; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(parts + c * stride + j0 + 16 * k));
-        detail::store_strip<W, NB>(acc, y + j0, static_cast<int>(std::min(strip, out - j0)), accumulate);
+    const index_t in = w.rows, out = w.cols, m = x.rows, chunks = row_nn_chunks(in), stride = row_nn_stride<W>(out);
+#pragma omp parallel for schedule(static) if (chunks > 1 && m * in * out > 32768)
+    for (index_t c = 0; c < chunks; ++c) {
+        float* const part = parts + c * m * stride;
+        const index_t i0 = in * c / chunks, i1 = in * (c + 1) / chunks;
+        switch (m) {
+            case 1: detail::gemv_row_nn_part<W, 1>(x, 0, w, i0, i1, part, stride); break;
+            case 2: detail::gemv_row_nn_part<W, 2>(x, 0, w, i0, i1, part, stride); break;
+            case 3: detail::gemv_row_nn_part<W, 3>(x, 0, w, i0, i1, part, stride); break;
+            default: detail::gemv_row_nn_part<W, 4>(x, 0, w, i0, i1, part, stride); break;
+        }
     }
+    for (index_t r = 0; r < m; ++r)
+        for (index_t j0 = 0; j0 < out; j0 += strip) {
+            __m512 acc[NB];
+#pragma GCC unroll 16
+            for (int k = 0; k < NB; ++k) acc[k] = _mm512_load_ps(parts + r * stride + j0 + 16 * k);
+            for (index_t c = 1; c < chunks; ++c) {
+                const float* pc = parts + (c * m + r) * stride + j0;
+#pragma GCC unroll 16
+                for (int k = 0; k < NB; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(pc + 16 * k));
+            }
+            detail::store_strip<W, NB>(acc, y.row(r) + j0, static_cast<int>(std::min(strip, out - j0)), accumulate);
+        }
 }
 
 /// y[m, o0:o1] (=|+=) sum_i x[m, i] w[i, o0:o1]; w: [in, out] fp32 or bf16 rows.

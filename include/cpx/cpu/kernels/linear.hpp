@@ -357,11 +357,11 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         const bool avx512 = vector_isa() == VectorIsa::avx512;
         if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
             if (avx512) {
-                // Sized for one row whatever m is, so that a step with another batch
-                // size than the one before allocates nothing.
+                // Sized for any few-row count, so that a step with another batch size
+                // than the one before allocates nothing.
                 float* const parts = scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch<W>(in, out)));
-                if (m == 1) {  // one input row: the weight's rows streamed in order
-                    avx512::gemv_row_nn(x.row(0), w, y.row(0), mode == Write::accumulate, parts);
+                if (m <= avx512::row_nn_max_rows) {  // the weight's rows streamed in order
+                    avx512::gemv_rows_nn_streamed(x, w, y, mode == Write::accumulate, parts);
                     return;
                 }
             }
