@@ -308,6 +308,15 @@ TEST_CASE("key splits: positions past the cache still give NaN rows, and bad spl
                     ShapeError);
 }
 
+TEST_CASE("key splits: a call with more (row, head) states than the workspace holds runs unsplit") {
+    // A prefill's rows x heads exceed a workspace sized for decoding; one chunk needs none of it.
+    Fixture<float> f(1, 4, 2, 64, 200);
+    f.append(200, {0}, 51);
+    cuda::AttentionSplits ws(64, 8);
+    CHECK(f.attend(200, {0}, f.queries(200, 52), {}, &ws) < 1e-5);
+    CHECK_THROWS_AS(f.attend(200, {0}, f.queries(200, 52), with_splits(2), &ws), ShapeError);
+}
+
 // ---- sequences of different lengths in one launch (packed rows), each in the cache slot it names.
 
 TEST_CASE("packed sequences of different lengths, empty ones included, in named cache slots") {
@@ -321,7 +330,8 @@ TEST_CASE("packed sequences of different lengths, empty ones included, in named 
     f.append(chunk, 92);
     CHECK(f.attend(chunk, f.queries_for(chunk.rows, 93)) < 1e-5);
     CHECK(f.attend(chunk, f.queries_for(chunk.rows, 94), with_splits(3), &ws) < 1e-5);
-    const Call decode({1, 1, 1, 1}, {31, 9, 20, 25}, {1, 3, 2, 0}, false);  // equal lengths, slots in another order
+    // Equal lengths, the slots in another order: each sequence's start is its slot's length.
+    const Call decode({1, 1, 1, 1}, {25, 20, 31, 9}, {1, 3, 2, 0}, false);
     f.append(decode, 95);
     CHECK(f.attend(decode, f.queries_for(decode.rows, 96), {}, &ws) < 1e-5);
 }

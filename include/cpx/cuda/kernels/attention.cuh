@@ -375,7 +375,9 @@ void causal_attention(StridedMatrix<const T> q, const KvLayer<T>& cache, Strided
         key_splits = opt.key_splits > 0 ? opt.key_splits
                                         : detail::choose_key_splits(slot_blocks * cache.kv_heads * batch,
                                                                     partials_per_split, cache.capacity, *splits);
-        require<ShapeError>(partials_per_split * key_splits <= splits->max_partials(), "causal_attention: ",
+        // One chunk writes `out` directly and needs no workspace, however many rows the call has.
+        require<ShapeError>(key_splits == 1 || partials_per_split * key_splits <= splits->max_partials(),
+                            "causal_attention: ",
                             key_splits, " key chunks of ", partials_per_split, " (row, head) states exceed the ",
                             splits->max_partials(), " the workspace holds");
         require<ShapeError>(key_splits == 1 || q.rows <= 65535, "causal_attention: ", q.rows,
