@@ -231,8 +231,16 @@ Context& context() {
 }
 
 /// "prefill" or "prefill_tc" and the like: the case's kernels in its name.
+/// "_tiled": the experts' tiled kernels at every row count (the row kernel off), the baseline of
+/// the row kernel in the same run.
 std::string with_kernels(const std::string& what, const gpu::KernelChoice& k) {
-    return k.attention == gpu::AttentionKernel::tensor_cores ? what + "_tc" : what;
+    const std::string tc = k.attention == gpu::AttentionKernel::tensor_cores ? what + "_tc" : what;
+    return k.expert_row_kernel_max == 0 ? tc + "_tiled" : tc;
+}
+
+gpu::KernelChoice rows_off(gpu::KernelChoice k = {}) {
+    k.expert_row_kernel_max = 0;
+    return k;
 }
 
 template <ComplexityConfigType C>
@@ -260,13 +268,14 @@ void prefill(const std::string& preset, int batch, int tokens, gpu::KernelChoice
 }
 
 template <ComplexityConfigType C>
-void decode(const std::string& preset, int context_length) {
-    const std::string name = case_name(preset, "decode/batch:1/context:" + std::to_string(context_length));
+void decode(const std::string& preset, int context_length, gpu::KernelChoice kernels = {}) {
+    const std::string name =
+        case_name(preset, with_kernels("decode", kernels) + "/batch:1/context:" + std::to_string(context_length));
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
         auto& blas = context().blas;
         auto& stream = context().stream;
         auto& m = model_of<C>(preset);
-        m.use_kernels({});
+        m.use_kernels(kernels);
         const auto tokens = random_tokens(std::size_t(context_length), C::vocab, 12);
         gpu::DeviceBuffer<float> logits(C::vocab);
         // The cache holds positions [0, context - 1); each step writes position context - 1 and reads all.
@@ -351,6 +360,7 @@ void register_all() {
     prefill<ComplexityDeep384M>("384M", 8, 2048, tc);
     prefill<ComplexityDeep384M>("384M", 1, 2048);
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep384M>("384M", ctx);
+    decode<ComplexityDeep384M>("384M", 512, rows_off());
     prefill<ComplexityDense384M>("384M_dense", 8, 2048);
     prefill<ComplexityDense384M>("384M_dense", 8, 2048, tc);
     decode<ComplexityDense384M>("384M_dense", 512);
@@ -358,10 +368,12 @@ void register_all() {
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep187M>("187M", ctx);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900, tc);
+    generate<ComplexityDeep187M>("187M", 100, 128, 1900, rows_off(tc));
     // The authors' later top-2 model (two routes per token, learned gates, per-call routing).
     prefill<TrMoe306>("tr-moe-306", 8, 2048);
     prefill<TrMoe306>("tr-moe-306", 8, 2048, tc);
     decode<TrMoe306>("tr-moe-306", 512);
+    decode<TrMoe306>("tr-moe-306", 512, rows_off());
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ TEST_CASE("a decode step captured in a CUDA graph replays correctly at every pos
     cuda::Stream stream;
     cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), batch, batch * prompt);
     cuda::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * prompt * V);
+    logits.fill_bytes(0xff, stream);  // NaN: rows past the batch are downloaded but never written
     auto tokens_at = [&](int pos, int len) {
         std::vector<std::int32_t> t;
         for (int b = 0; b < batch; ++b)

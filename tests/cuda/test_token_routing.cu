@@ -143,7 +143,7 @@ template <class T>
 std::vector<float> run_mlp(gpu::Blas& blas, gpu::ExpertDispatch& dispatch, const gpu::DeviceRoutingTable& table,
                            const DeviceMlp<T>& mlp, const HostMlp& host, const std::vector<std::int64_t>& tokens,
                            const std::vector<float>& m, const std::vector<float>& h,
-                           gpu::GroupedGemmKernel kernel = gpu::GroupedGemmKernel::simt) {
+                           gpu::GroupedGemmChoice kernel = {}) {
     const int rows = static_cast<int>(tokens.size());
     gpu::DeviceBuffer<std::int64_t> dtok(tokens);
     auto dm = testing::upload_as<T>(m), dh = testing::upload_as<T>(h);
@@ -333,12 +333,15 @@ TEST_CASE("the token-routed MLP in bf16 and fp16 stays within 2e-2") {
 
 // The WMMA kernels accumulate in fp32 like the SIMT ones; only the order of the sums and thus
 // the last bit of some 16-bit outputs differ (2^-8 relative at most), hence 1e-2 between them.
+// Both tiled kernels run at every count here (the row kernel is off).
 TEST_CASE("the tensor-core grouped GEMMs (bf16, fp16) match the reference and the SIMT kernels") {
     const int V = 257, E = 4, d = 96, ie = 80, is = 32;  // widths that are not multiples of the 64-wide tiles
     const auto table = make_table(V, E, 3, 120);
     gpu::DeviceRoutingTable dtable(TokenRouting(table, E));
     gpu::Blas blas;
     gpu::ExpertDispatch dispatch(E, 150);
+    const gpu::GroupedGemmChoice tiled_tc(gpu::GroupedGemmKernel::tensor_cores, 0),
+        tiled_simt(gpu::GroupedGemmKernel::simt, 0);
     for (int rows : {1, 37, 150}) {
         const auto ids = testing::random_ints(rows, 0, V - 1, 121 + rows);
         const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
@@ -347,8 +350,8 @@ TEST_CASE("the tensor-core grouped GEMMs (bf16, fp16) match the reference and th
             DeviceMlp<bf16> mlp(host);
             const auto m = testing::rounded<bf16>(testing::random_normal(rows * d, 123));
             const auto h = testing::rounded<bf16>(testing::random_normal(rows * d, 124));
-            const auto tc = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, gpu::GroupedGemmKernel::tensor_cores);
-            const auto simt = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h);
+            const auto tc = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, tiled_tc);
+            const auto simt = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, tiled_simt);
             CHECK(testing::relative_error(tc, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
             CHECK(testing::relative_error(tc, simt) < 1e-2);
         }
@@ -357,9 +360,60 @@ TEST_CASE("the tensor-core grouped GEMMs (bf16, fp16) match the reference and th
             DeviceMlp<fp16> mlp(host);
             const auto m = testing::rounded<fp16>(testing::random_normal(rows * d, 126));
             const auto h = testing::rounded<fp16>(testing::random_normal(rows * d, 127));
-            const auto tc = run_mlp<fp16>(blas, dispatch, dtable, mlp, host, tokens, m, h, gpu::GroupedGemmKernel::tensor_cores);
+            const auto tc = run_mlp<fp16>(blas, dispatch, dtable, mlp, host, tokens, m, h, tiled_tc);
             CHECK(testing::relative_error(tc, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
         }
+    }
+}
+
+// The row kernel (calls of few rows) against the reference and the tiled kernels, on both of its
+// epilogues: scatter-add onto the residual (top-1, unit factor) and per-pair rows (top-2, weighted).
+TEST_CASE("the row kernel for few rows matches the reference and the tiled kernels, fp32 and bf16") {
+    const int V = 257, E = 5, d = 72, ie = 100, is = 40;  // widths that are not multiples of 64 or of 4 rows
+    const gpu::GroupedGemmChoice rows_always(gpu::GroupedGemmKernel::simt, 1 << 20),
+        tiled(gpu::GroupedGemmKernel::simt, 0);
+    gpu::Blas blas;
+    struct Case {
+        int k;
+        RouteMix mix;
+    };
+    for (const Case c : {Case{1, RouteMix{}}, Case{2, {0.6f, 1.3f * 0.7f, 1.3f * 0.3f}}}) {
+        CAPTURE(c.k);
+        const auto table = make_top_k_table(V, E, c.k, 180 + c.k);
+        gpu::DeviceRoutingTable dtable(TopKRouting(table, c.k, E));
+        gpu::ExpertDispatch dispatch(E, 40, c.k);
+        const HostMlp host = make_host_mlp<float>(d, ie, is, E, 182);
+        DeviceMlp<float> mlp(host);
+        mlp.weights.mix = c.mix;
+        for (int rows : {1, 3, 7, 40}) {
+            CAPTURE(rows);
+            const auto ids = testing::random_ints(rows, 0, V - 1, 183 + rows);
+            const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
+            const auto m = testing::random_normal(rows * d, 184 + rows), h = testing::random_normal(rows * d, 185 + rows);
+            std::vector<int> routes(rows * c.k);
+            for (int n = 0; n < rows; ++n)
+                for (int r = 0; r < c.k; ++r) routes[n * c.k + r] = table[r * V + tokens[n]];
+            const auto want = host.apply_routes(m, h, routes, c.k, c.mix, rows);
+            const auto by_rows = run_mlp<float>(blas, dispatch, dtable, mlp, host, tokens, m, h, rows_always);
+            const auto by_tiles = run_mlp<float>(blas, dispatch, dtable, mlp, host, tokens, m, h, tiled);
+            CHECK(testing::relative_error(by_rows, want) < 1e-5);
+            CHECK(testing::relative_error(by_rows, by_tiles) < 1e-5);
+        }
+    }
+    const auto table = make_table(V, E, 2, 190);  // expert 2 gets no token: an empty segment
+    gpu::DeviceRoutingTable dtable(TokenRouting(table, E));
+    gpu::ExpertDispatch dispatch(E, 9);
+    const HostMlp host = make_host_mlp<bf16>(d, ie, is, E, 191);
+    DeviceMlp<bf16> mlp(host);
+    for (int rows : {1, 9}) {
+        const auto ids = testing::random_ints(rows, 0, V - 1, 192 + rows);
+        const std::vector<std::int64_t> tokens(ids.begin(), ids.end());
+        const auto m = testing::rounded<bf16>(testing::random_normal(rows * d, 193 + rows));
+        const auto h = testing::rounded<bf16>(testing::random_normal(rows * d, 194 + rows));
+        const auto by_rows = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, rows_always);
+        const auto by_tiles = run_mlp<bf16>(blas, dispatch, dtable, mlp, host, tokens, m, h, tiled);
+        CHECK(testing::relative_error(by_rows, host.apply(m, h, host_experts(tokens, table), rows)) < 2e-2);
+        CHECK(testing::relative_error(by_rows, by_tiles) < 1e-2);
     }
 }
 

@@ -19,8 +19,10 @@
 //
 // The kernel is a plain SIMT tiling (64 x 64 output tile, K step 16, 256
 // threads, 4 x 4 outputs per thread, fp32 accumulation in registers, operands
-// widened to fp32 in shared memory). CPU twin: the loop in the test and the CPU
-// token-routed MLP, which gather, multiply and scatter per expert.
+// widened to fp32 in shared memory); grouped_gemm_tensor_cores.cuh has its WMMA
+// twin, and calls of at most GroupedGemmChoice::row_kernel_max rows (decoding)
+// take grouped_gemm_rows.cuh instead. CPU twin: the loop in the test and the
+// CPU token-routed MLP, which gather, multiply and scatter per expert.
 
 #include <cstdint>
 #include <type_traits>
@@ -29,6 +31,8 @@
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/runtime/check.cuh"
 #include "cpx/cuda/kernels/expert_dispatch.cuh"
+#include "cpx/cuda/kernels/grouped_gemm_args.cuh"
+#include "cpx/cuda/kernels/grouped_gemm_rows.cuh"
 #include "cpx/cuda/kernels/grouped_gemm_tensor_cores.cuh"
 #include "cpx/cuda/runtime/kernel_choice.cuh"
 #include "cpx/cuda/kernels/segment_tiles.hpp"
@@ -39,24 +43,6 @@ namespace cpx::cuda {
 namespace kernels {
 
 inline constexpr int grouped_bm = 64, grouped_bn = 64, grouped_bk = 16, grouped_threads = 256;
-
-template <class TA, class TW, class TO>
-struct GroupedGemmArgs {
-    const TA* x;
-    index_t x_ld;
-    const std::int32_t* gather;  // sorted position -> row of x; null: x is in sorted order
-    const std::int32_t* offsets;
-    int experts;
-    const TW* w0;  // expert e, row k, column n at w0[e * w_expert_stride + k * w_ld + n]
-    const TW* w1;  // second weight (up projection) for the SwiGLU form, same strides, else null
-    int K, N;
-    index_t w_ld, w_expert_stride;
-    TO* out;
-    index_t out_ld;
-    const std::int32_t* scatter;  // sorted position -> row of out; null: out is in sorted order
-    const float* row_scale;       // per output row factor (the learned router's probability), or null
-    bool accumulate;
-};
 
 template <class TA, class TW, class TO, bool SwiGLU>
 __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<TA, TW, TO> a) {
@@ -129,20 +115,12 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
     for (int i = 0; i < 4; ++i) {
         const int m = ty + 16 * i;
         if (m >= tile.rows) continue;
-        const int sorted_row = tile.row_begin + m;
-        const index_t dst = a.scatter ? a.scatter[sorted_row] : sorted_row;
-        TO* y = a.out + dst * a.out_ld;
-        const float scale = a.row_scale ? a.row_scale[dst] : 1.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int n = n0 + tx + 16 * j;
             if (n >= a.N) continue;
-            float v;
-            if constexpr (SwiGLU) v = ::cpx::swiglu(acc[0][i][j], acc[1][i][j]);
-            else v = acc[0][i][j];
-            v *= scale;
-            if (a.accumulate) v += to_float(y[n]);
-            y[n] = from_float<TO>(v);
+            if constexpr (SwiGLU) store_grouped(a, tile.row_begin + m, n, ::cpx::swiglu(acc[0][i][j], acc[1][i][j]));
+            else store_grouped(a, tile.row_begin + m, n, acc[0][i][j]);
         }
     }
 }
@@ -151,9 +129,26 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
 
 namespace detail {
 template <class TA, class TW, class TO, bool SwiGLU>
-void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, GroupedGemmKernel kernel,
+void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, GroupedGemmChoice choice,
                     cudaStream_t stream) {
+    constexpr bool sixteen_bit = std::is_same_v<TA, TW> && (std::is_same_v<TA, bf16> || std::is_same_v<TA, fp16>);
+    // A choice the operand types cannot take is refused whatever the row count.
+    require<ShapeError>(choice.kernel != GroupedGemmKernel::tensor_cores || sixteen_bit,
+                        "grouped GEMM: tensor-core kernels need bf16 or fp16 activations and weights of one type");
+    require<ShapeError>(choice.row_kernel_max >= 0, "grouped GEMM: row_kernel_max must be 0 or more, got ",
+                        choice.row_kernel_max);
     if (count == 0 || a.N == 0) return;
+    if (count <= choice.row_kernel_max) {
+        const long long tiles = max_segment_tiles(count, a.experts, kernels::rows_bm);
+        const long long n_tiles = (a.N + kernels::rows_bn - 1) / kernels::rows_bn;
+        require<ShapeError>(tiles <= 0x7fffffff && n_tiles <= 65535, "grouped GEMM: ", count, " rows x ", a.N,
+                            " columns exceed one launch");
+        kernels::grouped_gemm_rows<TA, TW, TO, SwiGLU>
+            <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles)), kernels::rows_threads, 0, stream>>>(a);
+        CPX_CUDA_CHECK_LAUNCH();
+        return;
+    }
+    const GroupedGemmKernel kernel = choice.kernel;
     // Both kernels use 64 x 64 output tiles, so the grid is the same.
     static_assert(kernels::grouped_bm == kernels::tc_bm && kernels::grouped_bn == kernels::tc_bn);
     const long long tiles = max_segment_tiles(count, a.experts, kernels::grouped_bm);
@@ -162,7 +157,7 @@ void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, Gr
                         " columns exceed one launch");
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles));
     if (kernel == GroupedGemmKernel::tensor_cores) {
-        if constexpr (std::is_same_v<TA, TW> && (std::is_same_v<TA, bf16> || std::is_same_v<TA, fp16>)) {
+        if constexpr (sixteen_bit) {
             int device = 0, major = 0;
             CPX_CUDA_CHECK(cudaGetDevice(&device));
             CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -170,8 +165,6 @@ void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, Gr
                            device, " has ", major, ".x");
             kernels::grouped_gemm_tensor_cores<kernels::GroupedGemmArgs<TA, TW, TO>, TA, TO, SwiGLU>
                 <<<grid, kernels::tc_threads, 0, stream>>>(a);
-        } else {
-            raise<ShapeError>("grouped GEMM: tensor-core kernels need bf16 or fp16 activations and weights of one type");
         }
     } else {
         kernels::grouped_gemm<TA, TW, TO, SwiGLU><<<grid, kernels::grouped_threads, 0, stream>>>(a);
@@ -212,7 +205,7 @@ void check_expert_weights(const ExpertWeights<TW>& w, const char* what) {
 template <class TA, class TW, class TO>
 void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, ExpertWeights<TW> gate,
                     ExpertWeights<TW> up, StridedMatrix<TO> act, cudaStream_t stream,
-                    GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
+                    GroupedGemmChoice kernel = {}) {
     x.validate("grouped_swiglu input");
     act.validate("grouped_swiglu output");
     const int count = dispatch.count();
@@ -243,7 +236,7 @@ void grouped_swiglu(const ExpertDispatch& dispatch, StridedMatrix<const TA> x, E
 template <class TA, class TW, class TO>
 void grouped_scatter_add(const ExpertDispatch& dispatch, StridedMatrix<const TA> act, ExpertWeights<TW> down,
                          StridedMatrix<TO> y, bool accumulate, const float* row_scale, cudaStream_t stream,
-                         GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
+                         GroupedGemmChoice kernel = {}) {
     act.validate("grouped_scatter_add input");
     y.validate("grouped_scatter_add output");
     const int count = dispatch.count();

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
+#include "cpx/cuda/kernels/grouped_gemm_args.cuh"
 #include "cpx/cuda/kernels/segment_tiles.hpp"
 #include "cpx/math/activation.hpp"
 
@@ -135,14 +136,9 @@ __global__ void __launch_bounds__(tc_threads, 4) grouped_gemm_tensor_cores(Group
     for (int idx = tid; idx < BM * BN; idx += tc_threads) {
         const int m = idx / BN, n = n0 + idx % BN;
         if (m >= tile.rows || n >= a.N) continue;
-        const int sorted_row = tile.row_begin + m;
-        const index_t dst = a.scatter ? a.scatter[sorted_row] : sorted_row;
         float v = Cs[m * CLD + idx % BN];
         if constexpr (SwiGLU) v = ::cpx::swiglu(v, Cs[(BM + m) * CLD + idx % BN]);
-        if (a.row_scale) v *= a.row_scale[dst];
-        TO* y = a.out + dst * a.out_ld;
-        if (a.accumulate) v += to_float(y[n]);
-        y[n] = from_float<TO>(v);
+        store_grouped(a, tile.row_begin + m, n, v);
     }
 #endif
 }

@@ -93,7 +93,7 @@ __global__ void add_weighted_routes(const float* __restrict__ pairs, int tokens,
 template <class T, class H = T>
 void token_routed_mlp_add(Blas& blas, const ExpertDispatch& dispatch, StridedMatrix<const T> m,
                           const TokenRoutedMlpWeights<T>& w, const TokenRoutedMlpWorkspace<T>& ws, StridedMatrix<H> h,
-                          cudaStream_t stream, GroupedGemmKernel kernel = GroupedGemmKernel::simt) {
+                          cudaStream_t stream, GroupedGemmChoice kernel = {}) {
     const int tokens = dispatch.tokens(), routes = dispatch.routes();
     require<ShapeError>(m.rows == tokens && h.rows == tokens, "token_routed_mlp_add: ", m.rows, " input rows and ",
                         h.rows, " output rows for ", tokens, " routed tokens");

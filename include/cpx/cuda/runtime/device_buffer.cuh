@@ -62,4 +62,11 @@ private:
     std::size_t count_ = 0;
 };
 
+/// NaN (0xFF bytes) in every element of each buffer: a model's activation buffers start so,
+/// and a kernel that reads what no kernel wrote shows as NaN in the logits.
+template <class... B>
+void poison(B&... buffers) {
+    (buffers.fill_bytes(0xff), ...);
+}
+
 }  // namespace cpx::cuda

@@ -20,12 +20,29 @@ enum class AttentionKernel { simt, tensor_cores };
 /// cores (bf16 or fp16 activations and weights).
 enum class GroupedGemmKernel { simt, tensor_cores };
 
+/// (token, route) rows up to which the grouped GEMMs take the row kernel
+/// (grouped_gemm_rows.cuh) instead of the tiled one; docs/CUDA.md has the measurements.
+inline constexpr int default_expert_row_kernel_max = 128;
+
+/// The grouped-GEMM kernels of one call: `kernel` above `row_kernel_max` rows, the
+/// row kernel at or below it (0: never).
+struct GroupedGemmChoice {
+    GroupedGemmKernel kernel = GroupedGemmKernel::simt;
+    int row_kernel_max = default_expert_row_kernel_max;
+    constexpr GroupedGemmChoice() = default;
+    constexpr GroupedGemmChoice(GroupedGemmKernel k, int rows_max = default_expert_row_kernel_max)  // NOLINT: implicit
+        : kernel(k), row_kernel_max(rows_max) {}
+};
+
 struct KernelChoice {
     AttentionKernel attention = AttentionKernel::simt;
     GroupedGemmKernel experts = GroupedGemmKernel::simt;
+    int expert_row_kernel_max = default_expert_row_kernel_max;  ///< see GroupedGemmChoice
+
+    constexpr GroupedGemmChoice expert_choice() const { return {experts, expert_row_kernel_max}; }
 
     static constexpr KernelChoice tensor_cores() {
-        return {AttentionKernel::tensor_cores, GroupedGemmKernel::tensor_cores};
+        return {AttentionKernel::tensor_cores, GroupedGemmKernel::tensor_cores, default_expert_row_kernel_max};
     }
 };
 
@@ -36,6 +53,8 @@ void check_kernel_choice(const KernelChoice& k, int head_dim, const char* model)
         k.attention == AttentionKernel::tensor_cores || k.experts == GroupedGemmKernel::tensor_cores;
     require<ShapeError>(!any_tensor_cores || !std::is_same_v<T, float>, model,
                         ": tensor-core kernels take bf16 or fp16 storage, this model stores fp32");
+    require<ShapeError>(k.expert_row_kernel_max >= 0, model, ": expert_row_kernel_max must be 0 or more, got ",
+                        k.expert_row_kernel_max);
     require<ShapeError>(k.attention != AttentionKernel::tensor_cores || head_dim == 64 || head_dim == 128, model,
                         ": tensor-core attention is compiled for head dims 64 and 128, this model has ", head_dim);
 }

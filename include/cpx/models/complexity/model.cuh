@@ -107,6 +107,7 @@ public:
           h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
         static_assert(ComplexityWeights<C, W>::input_width == in_width && ComplexityWeights<C, W>::qkv_width == qkv_width);
+        poison(h_, last_, a_mu_, qkv_, attn_, rotated_, m_, h_copy_, dense_scratch_);
         if constexpr (prism) prism_rope_.emplace(context);
         if constexpr (C::mlp == MlpKind::learned_router) {
             dispatch_.emplace(C::experts, max_rows);
@@ -179,7 +180,8 @@ private:
             if constexpr (C::mlp == MlpKind::token_routed) {
                 if (tables_.size() > 1)
                     dispatch_->route(inputs_.tokens(), rows, tables_[static_cast<std::size_t>(i)], stream);
-                token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream, kernels_.experts);
+                token_routed_mlp_add<T, float>(blas, *dispatch_, m, l.routed, *routed_ws_, h, stream,
+                                                  kernels_.expert_choice());
             } else if constexpr (C::mlp == MlpKind::learned_router)
                 learned_router_mlp_add<T, float>(blas, *dispatch_, m, l.learned, *router_ws_, h, stream);
             else

@@ -74,6 +74,7 @@ public:
           rotated_(static_cast<std::size_t>(max_rows) * width),
           y_(static_cast<std::size_t>(max_rows) * width),
           hidden_(static_cast<std::size_t>(max_rows) * mlp_width) {
+        poison(x_, last_, normed_, u_, rotated_, y_, hidden_);
         wte_ = upload_weights<T>(weights.wte);
         wpe_ = upload_weights<T>(weights.wpe);
         ln_f_w_ = upload_weights<float>(weights.ln_f_weight);
