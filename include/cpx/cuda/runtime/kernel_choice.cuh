@@ -1,9 +1,10 @@
 #pragma once
 // Which kernels run where a tensor-core variant exists: attention of prefill-
 // sized launches and the token-routed experts' grouped GEMMs. Both default to
-// the SIMT kernels; the tensor-core ones (WMMA, bf16/fp16 storage, compute
-// capability 8.0+) are opt-in until they have passed on a device. A model takes
-// a KernelChoice through use_kernels().
+// the SIMT kernels, which every storage type and head dim can take; the
+// tensor-core ones (WMMA, bf16/fp16 storage, compute capability 8.0+) are
+// opt-in. Calls of few expert rows take the row kernel whichever is chosen. A
+// model takes a KernelChoice through use_kernels().
 
 #include <type_traits>
 
