@@ -25,10 +25,12 @@ if(PROJECT_IS_TOP_LEVEL)
         add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined>
                             $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>
                             $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
-                            # -O1 keeps sanitized Eigen code fast enough for the suite; -g1 (line
-                            # tables) gives reports file:line at a fraction of full debug info's
-                            # compile time (the CI suite's budget)
-                            $<$<COMPILE_LANGUAGE:CXX>:-O1> $<$<COMPILE_LANGUAGE:CXX>:-g1>)
+                            # -O0: the sanitized build's time is compiling (UBSan's checks make
+                            # optimising the models' templates ~1.7x slower), not running; -O0
+                            # halves it, and the few tests whose run time is arithmetic raise
+                            # their own level (tests/CMakeLists.txt). -g1 (line tables) gives
+                            # reports file:line at a fraction of full debug info's compile time.
+                            $<$<COMPILE_LANGUAGE:CXX>:-O0> $<$<COMPILE_LANGUAGE:CXX>:-g1>)
         add_link_options(-fsanitize=address,undefined)
     endif()
     if(CPX_NATIVE)
