@@ -55,12 +55,17 @@ struct GqaLayer {
 };
 
 template <ComplexityConfigType C>
-void gqa_prefill(const std::string& name, index_t tokens, int threads) {
-    add(name + suffix(tokens, threads), [=](benchmark::State& state) {
+void gqa_prefill(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add(name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         using Weights = cpu::MuGqaAttentionWeights<C, float>;
         const GqaLayer<C> layer;
-        const auto w = layer.weights();
+        auto w = layer.weights();
+        const auto qkv_packed = bench::pack_f32(packed, layer.qkv.data(), Weights::qkv_width, Weights::input_width,
+                                                cpu::WeightOrientation::out_in);
+        const auto o_packed = bench::pack_f32(packed, layer.o.data(), C::hidden, C::q_width, cpu::WeightOrientation::out_in);
+        w.qkv_packed = bench::ptr(qkv_packed);
+        w.o_proj_packed = bench::ptr(o_packed);
         // [a | mu] rows: RMS-normalised activations and clamped mu, both O(1).
         const auto input = bench::normal_vector<float>(static_cast<std::size_t>(tokens) * Weights::input_width, 1.0, 13);
         std::vector<float> residual(static_cast<std::size_t>(tokens) * C::hidden, 0.0f);
@@ -145,15 +150,19 @@ void core(int heads, int kv_heads, index_t tokens, int threads) {
 // ---------------------------------------------------------------- PRISM vs standard MHA
 
 template <PrismAttentionShapeType S>
-void prism(const std::string& name, index_t tokens, int threads) {
-    add("attention/prism/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void prism(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add("attention/prism/" + name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         constexpr index_t d = S::hidden;
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
         const auto u = bench::normal_vector<float>(static_cast<std::size_t>(S::u_rows * d), 1.0 / std::sqrt(double(d)), 2);
         std::vector<float> out(x.size());
         cpu::PrismAttention<S> attention(tokens);
-        const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), S::u_rows, d), 0.5f};
+        // x U^T reads U as nn.Linear's [out, in]; y U as [in, out].
+        const auto u_packed = bench::pack_f32(packed, u.data(), S::u_rows, d, cpu::WeightOrientation::out_in);
+        const auto u_t_packed = bench::pack_f32(packed, u.data(), S::u_rows, d, cpu::WeightOrientation::in_out);
+        const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), S::u_rows, d), 0.5f,
+                                                  bench::ptr(u_packed), bench::ptr(u_t_packed)};
         Work work;
         const double t = static_cast<double>(tokens);
         work.tokens = t;
@@ -168,8 +177,8 @@ void prism(const std::string& name, index_t tokens, int threads) {
 }
 
 /// GPT-2's attention: [q|k|v] = x Wqkv^T, causal softmax per head, out = o Wo^T.
-void mha(const std::string& name, index_t d, int heads, index_t tokens, int threads) {
-    add("attention/mha/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void mha(const std::string& name, index_t d, int heads, index_t tokens, int threads, bool packed = false) {
+    add("attention/mha/" + name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         const int hd = static_cast<int>(d / heads);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
@@ -179,6 +188,9 @@ void mha(const std::string& name, index_t d, int heads, index_t tokens, int thre
             out(o.size());
         cpu::LinearScratch scratch;
         cpu::AttentionWorkspace ws;
+        const auto wqkv_packed = bench::pack_f32(packed, wqkv.data(), 3 * d, d, cpu::WeightOrientation::out_in);
+        const auto wo_packed = bench::pack_f32(packed, wo.data(), d, d, cpu::WeightOrientation::out_in);
+        const cpu::Compute compute = packed ? cpu::Compute::fp32_packed : cpu::Compute::fp32;
         const float scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
         Work work;
         const double t = static_cast<double>(tokens);
@@ -188,12 +200,14 @@ void mha(const std::string& name, index_t d, int heads, index_t tokens, int thre
                                                 attention_products(t, heads, hd, hd));
         bench::run(state, work, [&] {
             cpu::linear<float>(cpu::rows_of<const float>(x.data(), tokens, d), cpu::rows_of<const float>(wqkv.data(), 3 * d, d),
-                               cpu::rows_of(qkv.data(), tokens, 3 * d), cpu::Write::overwrite, scratch);
+                               cpu::rows_of(qkv.data(), tokens, 3 * d), cpu::Write::overwrite, scratch,
+                               bench::ptr(wqkv_packed));
             const auto part = [&](index_t col) { return cpu::packed_heads(qkv.data() + col, tokens, heads, hd, 3 * d); };
             cpu::causal_attention<float>(part(0), part(d), part(2 * d), cpu::packed_heads(o.data(), tokens, heads, hd), 0,
-                                         scale, ws);
+                                         scale, ws, cpu::NoAttentionObserver{}, compute);
             cpu::linear<float>(cpu::rows_of<const float>(o.data(), tokens, d), cpu::rows_of<const float>(wo.data(), d, d),
-                               cpu::rows_of(out.data(), tokens, d), cpu::Write::overwrite, scratch);
+                               cpu::rows_of(out.data(), tokens, d), cpu::Write::overwrite, scratch,
+                               bench::ptr(wo_packed));
             benchmark::DoNotOptimize(out.data());
         });
     });
@@ -211,6 +225,14 @@ void register_all() {
     }
     gqa_prefill<ComplexityDeep187M>("attention/mu_gqa/187M", 2048, 1);
     gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", 2048, 1);
+    // The same prefills on packed fp32 copies (projections and the core's products).
+    if (bench::packed_runs()) {
+        for (index_t tokens : {512, 2048}) {
+            gqa_prefill<ComplexityDeep187M>("attention/mu_gqa/187M", tokens, 2, true);
+            gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", tokens, 2, true);
+        }
+        gqa_prefill<ComplexityDeep187M>("attention/mu_gqa/187M", 2048, 1, true);
+    }
     for (index_t context : {128, 512, 2048}) {
         gqa_decode<ComplexityDeep187M>("attention/mu_gqa/187M", context, 2);
         gqa_decode<ComplexityNoMu177M>("attention/gqa_no_mu/177M", context, 2);
@@ -227,6 +249,16 @@ void register_all() {
     for (index_t tokens : {512, 2048}) {
         prism<PrismD1024>("d1024", tokens, 2);
         mha("d1024", 1024, 16, tokens, 2);
+    }
+    if (bench::packed_runs()) {
+        for (index_t tokens : {512, 2048}) {
+            prism<PrismAttentionOf<presets::PrismMini>>("mini", tokens, 2, true);
+            mha("mini", 512, 8, tokens, 2, true);
+            prism<PrismD1024>("d1024", tokens, 2, true);
+            mha("d1024", 1024, 16, tokens, 2, true);
+        }
+        prism<PrismAttentionOf<presets::PrismMini>>("mini", 2048, 1, true);
+        mha("mini", 512, 8, 2048, 1, true);
     }
 }
 

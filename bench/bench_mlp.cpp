@@ -90,6 +90,39 @@ struct RoutedWeights {
     TopKRouting routing() const { return TopKRouting(table, C::top_k, C::experts); }
 };
 
+/// Packed fp32 copies of a routed MLP's weights (the experts' input-major matrices in_out, the
+/// shared expert's out_in), for the `compute:fp32_packed` cases.
+template <ComplexityConfigType C>
+struct RoutedPacks {
+    std::vector<cpu::PackedWeight> gate_up, down;
+    std::optional<cpu::PackedWeight> shared_gate_up, shared_down;
+
+    RoutedPacks(const RoutedWeights<C>& rw, bool packed) {
+        if (!packed) return;
+        const auto experts = rw.experts();
+        for (int e = 0; e < C::experts; ++e) {
+            gate_up.push_back(cpu::PackedWeight::pack(experts.gate_up_of(e), cpu::WeightOrientation::in_out,
+                                                      cpu::Compute::fp32_packed));
+            down.push_back(cpu::PackedWeight::pack(experts.down_of(e), cpu::WeightOrientation::in_out,
+                                                   cpu::Compute::fp32_packed));
+        }
+        constexpr index_t d = C::hidden, is = C::shared_width;
+        shared_gate_up = bench::pack_f32(true, rw.shared_gate_up.data(), 2 * is, d, cpu::WeightOrientation::out_in);
+        shared_down = bench::pack_f32(true, rw.shared_down.data(), d, is, cpu::WeightOrientation::out_in);
+    }
+    cpu::ExpertWeights<float> experts(const RoutedWeights<C>& rw) const {
+        auto w = rw.experts();
+        if (!gate_up.empty()) w.gate_up_packed = gate_up.data(), w.down_packed = down.data();
+        return w;
+    }
+    cpu::SwiGluWeights<float> shared(const RoutedWeights<C>& rw) const {
+        auto w = rw.shared();
+        w.gate_up_packed = bench::ptr(shared_gate_up);
+        w.down_packed = bench::ptr(shared_down);
+        return w;
+    }
+};
+
 /// GEMM shapes of a routed MLP over T rows: shared expert on all, each expert on T * top_k / E.
 template <ComplexityConfigType C>
 std::vector<Gemm> routed_gemms(double t) {
@@ -116,11 +149,12 @@ Work mlp_work(index_t tokens, const std::vector<Gemm>& gemms) {
 }
 
 template <ComplexityConfigType C>
-void token_routed(const std::string& name, index_t tokens, int threads) {
-    add("mlp/token_routed/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void token_routed(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add("mlp/token_routed/" + name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         const RoutedWeights<C> rw;
-        const cpu::TokenRoutedMlpWeights<C, float> w{rw.experts(), rw.shared()};
+        const RoutedPacks<C> packs(rw, packed);
+        const cpu::TokenRoutedMlpWeights<C, float> w{packs.experts(rw), packs.shared(rw)};
         const TopKRouting routing = rw.routing();
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * C::hidden), 1.0, 6);
         const auto ids = random_tokens(tokens);
@@ -137,13 +171,15 @@ void token_routed(const std::string& name, index_t tokens, int threads) {
 
 /// The paper's first version: every expert on every token, then a 0/1 mask.
 template <ComplexityConfigType C>
-void masked_dispatch(const std::string& name, index_t tokens, int threads) {
-    add("mlp/masked_dense_dispatch/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void masked_dispatch(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add("mlp/masked_dense_dispatch/" + name + bench::compute_tag(packed) + suffix(tokens, threads),
+        [=](benchmark::State& state) {
         bench::set_threads(threads);
         constexpr index_t d = C::hidden, ie = C::expert_width;
         const RoutedWeights<C> rw;
-        const auto experts = rw.experts();
-        const auto shared = rw.shared();
+        const RoutedPacks<C> packs(rw, packed);
+        const auto experts = packs.experts(rw);
+        const auto shared = packs.shared(rw);
         const TokenRouting routing = rw.routing().route(0);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 6);
         const auto ids = random_tokens(tokens);
@@ -157,10 +193,12 @@ void masked_dispatch(const std::string& name, index_t tokens, int threads) {
             const auto h = cpu::block_in(hidden, tokens, 2 * ie);
             const auto y = cpu::block_in(out, tokens, d);
             for (int e = 0; e < C::experts; ++e) {
-                cpu::matmul<float>(xs, experts.gate_up_of(e), h, cpu::Write::overwrite, scratch);
+                const auto pack = [&](const cpu::PackedWeight* p) { return p ? p + e : nullptr; };
+                cpu::matmul<float>(xs, experts.gate_up_of(e), h, cpu::Write::overwrite, scratch,
+                                   pack(experts.gate_up_packed));
                 cpu::swiglu_inplace(h, ie);
                 cpu::matmul<float>(StridedMatrix<const float>(h.columns(0, ie)), experts.down_of(e), y,
-                                   cpu::Write::overwrite, scratch);
+                                   cpu::Write::overwrite, scratch, pack(experts.down_packed));
                 for (index_t r = 0; r < tokens; ++r)
                     mask[static_cast<std::size_t>(r)] = routing.expert_of(ids[static_cast<std::size_t>(r)]) == e ? 1.0f : 0.0f;
 #pragma omp parallel for schedule(static) if (tokens * d > 65536)
@@ -195,13 +233,16 @@ void learned_router(const std::string& name, index_t tokens, int threads) {
 }
 
 template <ComplexityConfigType C>
-void dense(const std::string& name, index_t tokens, int threads) {
-    add("mlp/dense_swiglu/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void dense(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add("mlp/dense_swiglu/" + name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         constexpr index_t d = C::hidden, width = C::expert_width;
         const auto gate_up = bench::normal_vector<float>(static_cast<std::size_t>(2 * width * d), 0.02, 1);
         const auto down = bench::normal_vector<float>(static_cast<std::size_t>(d * width), 0.02, 2);
-        const cpu::SwiGluWeights<float> w{cpu::rows_of(gate_up.data(), 2 * width, d), cpu::rows_of(down.data(), d, width)};
+        const auto gate_up_packed = bench::pack_f32(packed, gate_up.data(), 2 * width, d, cpu::WeightOrientation::out_in);
+        const auto down_packed = bench::pack_f32(packed, down.data(), d, width, cpu::WeightOrientation::out_in);
+        const cpu::SwiGluWeights<float> w{cpu::rows_of(gate_up.data(), 2 * width, d), cpu::rows_of(down.data(), d, width),
+                                          bench::ptr(gate_up_packed), bench::ptr(down_packed)};
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 6);
         std::vector<float> residual(x.size(), 0.0f);
         cpu::SwiGluMlp<float> mlp;
@@ -215,17 +256,20 @@ void dense(const std::string& name, index_t tokens, int threads) {
 }
 
 /// GPT-2's MLP of PRISM-mini: c_fc (512 -> 2048, bias), GELU, c_proj (2048 -> 512, bias).
-void gelu(index_t tokens, int threads) {
+void gelu(index_t tokens, int threads, bool packed = false) {
     using C = presets::PrismMini;
-    add("mlp/gelu/prism_mini" + suffix(tokens, threads), [=](benchmark::State& state) {
+    add("mlp/gelu/prism_mini" + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         constexpr index_t d = C::hidden, width = C::mlp_width;
         const auto fc = bench::normal_vector<float>(static_cast<std::size_t>(width * d), 0.02, 1);
         const auto fc_b = bench::normal_vector<float>(static_cast<std::size_t>(width), 0.02, 2);
         const auto proj = bench::normal_vector<float>(static_cast<std::size_t>(d * width), 0.02, 3);
         const auto proj_b = bench::normal_vector<float>(static_cast<std::size_t>(d), 0.02, 4);
+        const auto fc_packed = bench::pack_f32(packed, fc.data(), width, d, cpu::WeightOrientation::out_in);
+        const auto proj_packed = bench::pack_f32(packed, proj.data(), d, width, cpu::WeightOrientation::out_in);
         const cpu::GeluMlpWeights<float> w{Matrix<const float>(fc.data(), width, d), Vector<const float>(fc_b.data(), width),
-                                    Matrix<const float>(proj.data(), d, width), Vector<const float>(proj_b.data(), d)};
+                                    Matrix<const float>(proj.data(), d, width), Vector<const float>(proj_b.data(), d),
+                                    bench::ptr(fc_packed), bench::ptr(proj_packed)};
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 6);
         std::vector<float> hidden(static_cast<std::size_t>(tokens * width)), out(x.size());
         cpu::LinearScratch scratch;
@@ -247,6 +291,10 @@ void experts_scaling(index_t tokens) {
     const std::string name = "experts:" + std::to_string(E);
     token_routed<Routed800<E>>(name, tokens, 2);
     masked_dispatch<Routed800<E>>(name, tokens, 2);
+    if (bench::packed_runs()) {
+        token_routed<Routed800<E>>(name, tokens, 2, true);
+        masked_dispatch<Routed800<E>>(name, tokens, 2, true);
+    }
 }
 
 void register_all() {
@@ -285,6 +333,27 @@ void register_all() {
     }
     for (index_t tokens : {512, 2048}) gelu(tokens, 2);
     gelu(2048, 1);
+    // The prefills again on packed fp32 copies of the weights.
+    if (bench::packed_runs()) {
+        for (index_t tokens : {512, 2048}) {
+            dense<ComplexityDense384M>("384M", tokens, 2, true);
+            token_routed<ComplexityDeep384M>("384M", tokens, 2, true);
+            masked_dispatch<ComplexityDeep384M>("384M", tokens, 2, true);
+            gelu(tokens, 2, true);
+        }
+        dense<ComplexityDense384M>("384M", 2048, 1, true);
+        token_routed<ComplexityDeep384M>("384M", 2048, 1, true);
+        dense<ComplexityDense171M>("171M", 2048, 2, true);
+        token_routed<ComplexityDeep187M>("187M", 2048, 2, true);
+        for (index_t tokens : {512, 2048}) {
+            token_routed<RoutedOnly384M<1>>("routed_only_384M/top_k:1", tokens, 2, true);
+            token_routed<RoutedOnly384M<2>>("routed_only_384M/top_k:2", tokens, 2, true);
+            token_routed<RoutedOnly384M<4>>("routed_only_384M/top_k:4", tokens, 2, true);
+        }
+        token_routed<presets::TrMoe306>("tr-moe-306", 512, 2, true);
+        dense<presets::Dense306>("dense-306", 512, 2, true);
+        gelu(2048, 1, true);
+    }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -27,6 +28,8 @@
 #include "bench_counters.hpp"
 #include "cpx/core/dtype.hpp"
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
+#include "cpx/cpu/kernels/gemm_f32_packed.hpp"
+#include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/runtime/cpu_features.hpp"
 
 namespace cpx::bench {
@@ -254,6 +257,29 @@ inline benchmark::internal::Benchmark* add(const std::string& name, std::functio
 
 /// Whether the opt-in large shapes (many seconds per iteration) are requested:
 /// environment variable CPX_BENCH_LARGE=1.
+/// A layer case's arithmetic: the default (Eigen's fp32 products) or fp32 on copies of the
+/// weights packed once (`compute:fp32_packed`, cpu/kernels/gemm_f32_packed.hpp: the same fp32
+/// numbers up to summation order). The packed variant's name carries "/compute:fp32_packed"
+/// before its "/tokens:" part; the report compares the faster of the two with the peers,
+/// as it does for the projections (`f32_packed`) and the models.
+inline std::string compute_tag(bool packed) { return packed ? "/compute:fp32_packed" : ""; }
+
+/// Whether a packed case can run here (AVX-512F); callers skip registering it otherwise.
+inline bool packed_runs() { return cpu::gemm_f32_packed_available(); }
+
+/// The packed fp32 copy of a weight W (orientation as the layer reads it), or an empty
+/// optional for the default arithmetic.
+inline std::optional<cpu::PackedWeight> pack_f32(bool packed, const float* w, index_t rows, index_t cols,
+                                                 cpu::WeightOrientation orientation) {
+    if (!packed) return std::nullopt;
+    return cpu::PackedWeight::pack(StridedMatrix<const float>(w, rows, cols, cols), orientation,
+                                   cpu::Compute::fp32_packed);
+}
+
+/// The address of an optional's value, or null.
+template <class T>
+const T* ptr(const std::optional<T>& o) { return o ? &*o : nullptr; }
+
 inline bool large_shapes() {
     const char* v = std::getenv("CPX_BENCH_LARGE");
     return v && std::string(v) == "1";
