@@ -227,7 +227,7 @@ void register_all() {
     gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", 2048, 1);
     // The same prefills on packed fp32 copies (projections and the core's products).
     if (bench::packed_runs()) {
-        for (index_t tokens : {512, 2048}) {
+        for (index_t tokens : {128, 512, 2048}) {
             gqa_prefill<ComplexityDeep187M>("attention/mu_gqa/187M", tokens, 2, true);
             gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", tokens, 2, true);
         }

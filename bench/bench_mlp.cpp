@@ -215,12 +215,13 @@ void masked_dispatch(const std::string& name, index_t tokens, int threads, bool 
 }
 
 template <ComplexityConfigType C>
-void learned_router(const std::string& name, index_t tokens, int threads) {
-    add("mlp/learned_router/" + name + suffix(tokens, threads), [=](benchmark::State& state) {
+void learned_router(const std::string& name, index_t tokens, int threads, bool packed = false) {
+    add("mlp/learned_router/" + name + bench::compute_tag(packed) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
         const RoutedWeights<C> rw;
+        const RoutedPacks<C> packs(rw, packed);
         const cpu::LearnedRouterMlpWeights<C, float> w{cpu::rows_of(rw.router.data(), C::experts, C::hidden),
-                                                       rw.experts(), rw.shared()};
+                                                       packs.experts(rw), packs.shared(rw)};
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * C::hidden), 1.0, 6);
         std::vector<float> residual(x.size(), 0.0f);
         cpu::LearnedRouterMlp<C, float> mlp;
@@ -339,6 +340,7 @@ void register_all() {
             dense<ComplexityDense384M>("384M", tokens, 2, true);
             token_routed<ComplexityDeep384M>("384M", tokens, 2, true);
             masked_dispatch<ComplexityDeep384M>("384M", tokens, 2, true);
+            learned_router<LearnedRouter384M>("384M", tokens, 2, true);
             gelu(tokens, 2, true);
         }
         dense<ComplexityDense384M>("384M", 2048, 1, true);
