@@ -147,13 +147,7 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
         work.bytes = decode_bytes<C, W>(m, step.next, context, compute);
         work.read_ceiling = bench::machine_read_gbps(threads);
-        // A step of several sequences may be bound by arithmetic rather than by reading: the peak
-        // of the instruction its products run on (bf16 dot products, else fp32 FMAs), measured
-        // here, gives the report its arithmetic floor (FLOPs / peak) beside the read bound.
-        if (batch > 1) {
-            if (compute == cpu::Compute::bf16) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
-            else work.fma_peak = bench::machine_fma_peak_gflops(threads);
-        }
+        bench::set_decode_arithmetic_peak(work, batch, compute, threads);
         warm_once(name, step);
         bench::run(state, work, step);
     });

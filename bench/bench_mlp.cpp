@@ -106,9 +106,11 @@ struct RoutedPacks {
             down.push_back(cpu::PackedWeight::pack(experts.down_of(e), cpu::WeightOrientation::in_out,
                                                    cpu::Compute::fp32_packed));
         }
-        constexpr index_t d = C::hidden, is = C::shared_width;
-        shared_gate_up = bench::pack_f32(true, rw.shared_gate_up.data(), 2 * is, d, cpu::WeightOrientation::out_in);
-        shared_down = bench::pack_f32(true, rw.shared_down.data(), d, is, cpu::WeightOrientation::out_in);
+        if constexpr (C::has_shared_expert) {
+            constexpr index_t d = C::hidden, is = C::shared_width;
+            shared_gate_up = bench::pack_f32(true, rw.shared_gate_up.data(), 2 * is, d, cpu::WeightOrientation::out_in);
+            shared_down = bench::pack_f32(true, rw.shared_down.data(), d, is, cpu::WeightOrientation::out_in);
+        }
     }
     cpu::ExpertWeights<float> experts(const RoutedWeights<C>& rw) const {
         auto w = rw.experts();

@@ -89,12 +89,7 @@ void decode(index_t batch, index_t context, int threads) {
         const double kv = static_cast<double>(batch) * L * 2 * C::u_rows * static_cast<double>(context) * sw;
         work.bytes = matrices * mw + wpe_rows * sw + vectors + kv;
         work.read_ceiling = bench::machine_read_gbps(threads);
-        // Batched steps: the peak of the products' instruction, for the report's arithmetic floor
-        // (as in bench_complexity_model).
-        if (batch > 1) {
-            if (K == cpu::Compute::bf16) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
-            else work.fma_peak = bench::machine_fma_peak_gflops(threads);
-        }
+        bench::set_decode_arithmetic_peak(work, batch, K, threads);
         warm_once(name, step);
         bench::run(state, work, step);
     });

@@ -255,8 +255,6 @@ inline benchmark::internal::Benchmark* add(const std::string& name, std::functio
         ->Unit(benchmark::kMillisecond);
 }
 
-/// Whether the opt-in large shapes (many seconds per iteration) are requested:
-/// environment variable CPX_BENCH_LARGE=1.
 /// A layer case's arithmetic: the default (Eigen's fp32 products) or fp32 on copies of the
 /// weights packed once (`compute:fp32_packed`, cpu/kernels/gemm_f32_packed.hpp: the same fp32
 /// numbers up to summation order). The packed variant's name carries "/compute:fp32_packed"
@@ -280,6 +278,17 @@ inline std::optional<cpu::PackedWeight> pack_f32(bool packed, const float* w, in
 template <class T>
 const T* ptr(const std::optional<T>& o) { return o ? &*o : nullptr; }
 
+/// Batched decode cases record the peak of the instruction their products run on (bf16 dot
+/// products under Compute::bf16, else fp32 FMAs), measured here: the report's arithmetic floor
+/// (FLOPs / peak) beside the read bound. A single sequence is bound by reading; nothing recorded.
+inline void set_decode_arithmetic_peak(Work& work, index_t batch, cpu::Compute compute, int threads) {
+    if (batch <= 1) return;
+    if (compute == cpu::Compute::bf16) work.bf16_peak = machine_bf16_peak_gflops(threads);
+    else work.fma_peak = machine_fma_peak_gflops(threads);
+}
+
+/// Whether the opt-in large shapes (many seconds per iteration) are requested:
+/// environment variable CPX_BENCH_LARGE=1.
 inline bool large_shapes() {
     const char* v = std::getenv("CPX_BENCH_LARGE");
     return v && std::string(v) == "1";

@@ -280,7 +280,8 @@ class Report:
             worst = max(ratios, key=lambda r: r[1])
             summary.append(("Token-routed ÷ iso-parameter dense MLP time ≤ 0.42 (384M, prefill)",
                             ", ".join(f"{r[1]:.3f} ({params(r[0])['tokens']} tok, {params(r[0])['threads']} thr"
-                                      f"{', packed' if '/compute:' in r[0] else ''})" for r in ratios), verdict(all(r[1] <= 0.42 for r in ratios)),
+                                      f"{', packed' if '/compute:' in r[0] else ''})" for r in ratios),
+                            verdict(all(r[1] <= 0.42 for r in ratios)),
                             f"worst {worst[1]:.3f} vs 0.42 ({100 * (worst[1] / 0.42 - 1):+.0f}%)"))
         # 4. decode
         decode = [n for n in self.names(r"^model/.*/decode/") if self.o(n, "frac_of_bandwidth")]
@@ -389,7 +390,7 @@ class Report:
         batched = [n for n in self.names(r"^model/.*/decode/batch:(4|8|16)/")
                    if self.o(n, "frac_of_bandwidth") and self.arithmetic_floor_ms(n)]
         if batched:
-            read = {n: self.o(n, "bytes_per_iter") / 1e6 / self.o(n, "read_ceiling_GB_per_s") for n in batched}
+            read = {n: self.read_bound_ms(n) for n in batched}
             above = [n for n in batched if self.arithmetic_floor_ms(n) > read[n]]
             floor = {n: self.o(n) / max(read[n], self.arithmetic_floor_ms(n)) for n in batched}
             worst = max(batched, key=lambda n: floor[n])
@@ -428,10 +429,14 @@ class Report:
         flops = self.o(name, "flops_per_iter")
         return flops / peak * 1e-6 if peak and flops else None
 
+    def read_bound_ms(self, name):
+        """The bytes a decode case reads at the read rate measured before it, ms; None where not recorded."""
+        mb, ceiling = self.o(name, "bytes_per_iter"), self.o(name, "read_ceiling_GB_per_s")
+        return mb / 1e6 / ceiling if mb and ceiling else None  # MB / (GB/s) = ms
+
     def decode_ratio(self, name):
         """Our median time over the bandwidth bound (bytes / median read ceiling)."""
-        bound_ms = self.o(name, "bytes_per_iter") / 1e6 / self.o(name, "read_ceiling_GB_per_s")
-        return self.o(name) / bound_ms
+        return self.o(name) / self.read_bound_ms(name)
 
     def thread_pairs(self, pattern):
         pairs = []
@@ -570,7 +575,7 @@ class Report:
         for n in sorted(self.names(r"^model/.*/decode/"), key=self.sort_key):
             gbps, ceiling = self.o(n, "GB_per_s"), self.o(n, "read_ceiling_GB_per_s")
             mb = self.o(n, "bytes_per_iter") / 1e6 if self.o(n, "bytes_per_iter") else None
-            bound = mb / ceiling if mb and ceiling else None  # MB / (GB/s) = ms
+            bound = self.read_bound_ms(n)
             rows.append((f"`{n.replace('model/', '')}`", fms(self.o(n)), fnum(self.o(n, "tokens_per_s")),
                          fnum(mb), fnum(gbps), fnum(ceiling), fms(bound),
                          f"{self.decode_ratio(n):.2f}×" if bound else "–", fms(self.arithmetic_floor_ms(n)),
