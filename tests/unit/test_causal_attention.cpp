@@ -425,6 +425,53 @@ TEST_CASE("a decode-only batch (one new row per sequence) equals separate calls,
 }
 
 #ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
+TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and bf16 keys, against double sums") {
+    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
+        MESSAGE("decode score pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    // Key counts below, at and past the block of eight (tails of 1-7 keys), strided rows.
+    const index_t q_stride = 260, k_stride = 270, s_stride = 45;
+    for (index_t n : {index_t{1}, index_t{7}, index_t{8}, index_t{37}}) {
+        for (int dim = 32; dim <= cpu::avx512::max_decode_head_dim; dim += 32) {
+            for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
+                CAPTURE(n);
+                CAPTURE(dim);
+                CAPTURE(rows);
+                const auto q = testing::random_normal(rows * q_stride, 9);
+                auto k = testing::random_normal(n * k_stride, 10);
+                std::vector<bf16> k16(k.size());
+                for (std::size_t i = 0; i < k.size(); ++i) {
+                    k16[i] = bf16::from_float(k[i]);
+                    k[i] = k16[i].to_float();
+                }
+                std::vector<double> want(static_cast<std::size_t>(rows * n));
+                for (index_t i = 0; i < rows; ++i)
+                    for (index_t j = 0; j < n; ++j) {
+                        double sum = 0.0;
+                        for (int c = 0; c < dim; ++c) sum += double(q[i * q_stride + c]) * k[j * k_stride + c];
+                        want[static_cast<std::size_t>(i * n + j)] = sum;
+                    }
+                const auto gather = [&](const std::vector<float>& s) {
+                    std::vector<float> got(want.size());
+                    for (index_t i = 0; i < rows; ++i)
+                        for (index_t j = 0; j < n; ++j) got[static_cast<std::size_t>(i * n + j)] = s[i * s_stride + j];
+                    return got;
+                };
+                auto s = testing::poisoned<float>(rows * s_stride);
+                cpu::avx512::decode_scores<float>(q.data(), q_stride, rows, dim, k.data(), k_stride, n, s.data(), s_stride);
+                CHECK(testing::relative_error(gather(s), want) < 1e-5);
+                s = testing::poisoned<float>(rows * s_stride);
+                cpu::avx512::decode_scores<bf16>(q.data(), q_stride, rows, dim, k16.data(), k_stride, n, s.data(), s_stride);
+                CHECK(testing::relative_error(gather(s), want) < 1e-5);
+                // Nothing past each row's n scores is written.
+                for (index_t i = 0; i < rows; ++i)
+                    for (index_t j = n; j < s_stride; ++j) CHECK(std::isnan(s[i * s_stride + j]));
+            }
+        }
+    }
+}
+
 TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and bf16 values, against double sums") {
     if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
         MESSAGE("decode value pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
