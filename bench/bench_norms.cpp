@@ -8,6 +8,7 @@
 #include <cpx/cpu/layers/layernorm.hpp>
 #include <cpx/cpu/layers/rope.hpp>
 #include <cpx/cpu/kernels/row_norms.hpp>
+#include <cpx/cpu/runtime/aligned_buffer.hpp>
 
 #include <string>
 
@@ -21,6 +22,10 @@ std::string suffix(index_t tokens, int threads) {
     return "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(threads);
 }
 
+/// A copy whose rows start on cache lines, as the models' activations and PyTorch's tensors do
+/// (a std::vector of a few MB starts 16 bytes past a page: every 64-byte access splits a line).
+cpu::AlignedVector<float> aligned(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
 /// A norm over [tokens, d] fp32 rows: every element read and written once.
 Work norm_work(index_t tokens, index_t d, int threads) {
     Work work;
@@ -33,9 +38,9 @@ Work norm_work(index_t tokens, index_t d, int threads) {
 void rmsnorm(index_t d, index_t tokens, int threads) {
     add("rmsnorm/d:" + std::to_string(d) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
-        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
+        const auto x = aligned(bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1));
         const auto w = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 2);
-        std::vector<float> y(x.size());
+        cpu::AlignedVector<float> y(x.size());
         const Work work = norm_work(tokens, d, threads);
         bench::run(state, work, [&] {
             cpu::rmsnorm_rows(cpu::rows_of(x.data(), tokens, d), w.data(), cpu::rows_of(y.data(), tokens, d), 1e-6f);
@@ -47,10 +52,10 @@ void rmsnorm(index_t d, index_t tokens, int threads) {
 void layernorm(index_t d, index_t tokens, int threads) {
     add("layernorm/d:" + std::to_string(d) + suffix(tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
-        const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1);
+        const auto x = aligned(bench::normal_vector<float>(static_cast<std::size_t>(tokens * d), 1.0, 1));
         const auto w = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 2);
         const auto b = bench::normal_vector<float>(static_cast<std::size_t>(d), 1.0, 3);
-        std::vector<float> y(x.size());
+        cpu::AlignedVector<float> y(x.size());
         const Work work = norm_work(tokens, d, threads);
         bench::run(state, work, [&] {
             cpu::layernorm<float, float, float>(Matrix<const float>(x.data(), tokens, d), Vector<const float>(w.data(), d),
@@ -68,7 +73,7 @@ void rope(const char* name, RopeParams params, int heads, int head_dim, index_t 
         [=](benchmark::State& state) {
             bench::set_threads(threads);
             const cpu::RopeTable table(params, head_dim, tokens);
-            auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens) * heads * head_dim, 1.0, 1);
+            auto x = aligned(bench::normal_vector<float>(static_cast<std::size_t>(tokens) * heads * head_dim, 1.0, 1));
             Work work;
             work.tokens = static_cast<double>(tokens);
             work.bytes = 2.0 * static_cast<double>(x.size()) * sizeof(float);

@@ -1,10 +1,15 @@
 #pragma once
 // LayerNorm on the CPU (GPT-2 / PRISM blocks): each row is centred, scaled by
 // its inverse standard deviation (biased variance), then by weight, plus bias.
+// fp32 rows run cpu/kernels/layernorm_avx512.hpp where vector_isa() is AVX-512.
+
+#include <type_traits>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/layernorm_avx512.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"
 #include "cpx/math/norm.hpp"
 
 namespace cpx::cpu {
@@ -21,6 +26,17 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
     require<ShapeError>(y.extent(0) == rows && y.extent(1) == n, "layernorm: output is [", y.extent(0), ", ",
                         y.extent(1), "], expected [", rows, ", ", n, "]");
     const bool has_bias = !bias.empty();
+#ifdef CPX_HAVE_LAYERNORM_AVX512
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<W, float> && std::is_same_v<Out, float>) {
+        if (vector_isa() == VectorIsa::avx512) {
+            const float* b = has_bias ? bias.data() : nullptr;
+#pragma omp parallel for schedule(static) if (rows * n > 65536)
+            for (index_t r = 0; r < rows; ++r)
+                avx512::layernorm_row(x.data() + r * n, weight.data(), b, y.data() + r * n, n, eps);
+            return;
+        }
+    }
+#endif
 #pragma omp parallel for schedule(static) if (rows * n > 65536)
     for (index_t r = 0; r < rows; ++r) {
         const In* xr = x.data() + r * n;
