@@ -232,6 +232,7 @@ void register_all() {
             gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", tokens, 2, true);
         }
         gqa_prefill<ComplexityDeep187M>("attention/mu_gqa/187M", 2048, 1, true);
+        gqa_prefill<ComplexityNoMu177M>("attention/gqa_no_mu/177M", 2048, 1, true);
     }
     for (index_t context : {128, 512, 2048}) {
         gqa_decode<ComplexityDeep187M>("attention/mu_gqa/187M", context, 2);

@@ -195,6 +195,7 @@ void register_all() {
 
     // run1 dense baseline.
     prefill<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
+    prefill<ComplexityDense171M, float>("171M_dense", 1, 512, 2, cpu::Compute::fp32_packed);
     decode<ComplexityDense171M, float>("171M_dense", 1, 512, 2);
 
     // Table 3 pair: 384M token-routed vs dense.
