@@ -147,6 +147,17 @@ CPX_TARGET_AVX512 inline void key_products(const KV* key, const float (*even)[ma
     }
 }
 
+/// s[i * s_stride + j] = the lane sum of part[i][j] for i < Rows, j < count (<= 8).
+template <index_t Rows>
+CPX_TARGET_AVX512 inline void store_block_scores(__m512 (&part)[Rows][score_block], float* s, index_t s_stride,
+                                                 index_t count) {
+    for (index_t i = 0; i < Rows; ++i) {
+        const __m256 sums = _mm512_castps512_ps256(sum_lanes_8(part[i]));
+        if (count == score_block) _mm256_storeu_ps(s + i * s_stride, sums);
+        else _mm256_mask_storeu_ps(s + i * s_stride, static_cast<__mmask8>((1u << count) - 1u), sums);
+    }
+}
+
 /// decode_scores for a constant row count and head dimension (Chunks x 32): keys in blocks
 /// of eight, each key read and widened once for all rows, the Rows x 8 partial sums in
 /// registers and reduced eight lanes at a time.
@@ -156,13 +167,6 @@ CPX_TARGET_AVX512 void decode_scores_fixed(const float (*even)[max_decode_head_d
                                            index_t k_stride, index_t n, float* s, index_t s_stride) {
     constexpr index_t key_bytes = 32 * Chunks * static_cast<index_t>(sizeof(KV));
     __m512 part[Rows][score_block];
-    const auto reduce = [&](index_t j0, index_t count) {
-        for (index_t i = 0; i < Rows; ++i) {
-            const __m256 sums = _mm512_castps512_ps256(sum_lanes_8(part[i]));
-            if (count == score_block) _mm256_storeu_ps(s + i * s_stride + j0, sums);
-            else _mm256_mask_storeu_ps(s + i * s_stride + j0, static_cast<__mmask8>((1u << count) - 1u), sums);
-        }
-    };
     index_t j0 = 0;
     for (; j0 + score_block <= n; j0 += score_block) {
         for (index_t j = j0 + 2 * score_block; j < std::min(n, j0 + 3 * score_block); ++j)
@@ -172,14 +176,14 @@ CPX_TARGET_AVX512 void decode_scores_fixed(const float (*even)[max_decode_head_d
 #pragma GCC unroll 8
         for (int j = 0; j < static_cast<int>(score_block); ++j)
             key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j);
-        reduce(j0, score_block);
+        store_block_scores(part, s + j0, s_stride, score_block);
     }
     if (j0 < n) {
         for (auto& row : part)
             for (auto& x : row) x = _mm512_setzero_ps();
         for (int j = 0; j < static_cast<int>(n - j0); ++j)
             key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j);
-        reduce(j0, n - j0);
+        store_block_scores(part, s + j0, s_stride, n - j0);
     }
 }
 
