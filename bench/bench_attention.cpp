@@ -252,6 +252,7 @@ void register_all() {
         mha("d1024", 1024, 16, tokens, 2);
     }
     if (bench::packed_runs()) {
+        mha("mini", 512, 8, 128, 2, true);
         for (index_t tokens : {512, 2048}) {
             prism<PrismAttentionOf<presets::PrismMini>>("mini", tokens, 2, true);
             mha("mini", 512, 8, tokens, 2, true);

@@ -207,6 +207,7 @@ void register_all() {
     prefill<ComplexityDeep384M, float>("384M", 1, 512, 1);
     for (int threads : {2, 1}) prefill<ComplexityDeep384M, float>("384M", 1, 512, threads, cpu::Compute::fp32_packed);
     prefill<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
+    prefill<ComplexityDense384M, float>("384M_dense", 1, 512, 2, cpu::Compute::fp32_packed);
     decode<ComplexityDense384M, float>("384M_dense", 1, 512, 2);
     decode<ComplexityDense384M, bf16>("384M_dense", 1, 512, 2);
 

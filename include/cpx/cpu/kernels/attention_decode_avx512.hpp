@@ -55,7 +55,7 @@ namespace cpx::cpu::avx512 {
 
 inline constexpr int max_decode_head_dim = 256;
 inline constexpr index_t max_decode_rows = 4;
-/// How many cached rows ahead the value pass prefetches (the key pass: the next block of 16).
+/// How many cached rows ahead the value pass prefetches (the key pass: keys 16-23 ahead).
 inline constexpr index_t decode_value_prefetch_rows = 8;
 
 constexpr bool decode_kernel_fits(index_t rows, int qk_dim, int v_dim) {
@@ -82,22 +82,9 @@ inline constexpr FoldIndex fold_tables[4][2] = {{fold_index(8, false), fold_inde
                                                 {fold_index(2, false), fold_index(2, true)},
                                                 {fold_index(1, false), fold_index(1, true)}};
 
-/// Sixteen vectors -> one vector of their sixteen lane sums, in order: a tree
-/// of permutes and adds, ~3 instructions per vector instead of a full
-/// horizontal reduction each.
-CPX_TARGET_AVX512 inline __m512 sum_lanes_16(__m512 (&v)[16]) {
-    for (int level = 0, count = 16; level < 4; ++level, count /= 2) {
-        const __m512i lo = _mm512_load_si512(fold_tables[level][0].lanes);
-        const __m512i hi = _mm512_load_si512(fold_tables[level][1].lanes);
-        for (int k = 0; k < count / 2; ++k)
-            v[k] = _mm512_add_ps(_mm512_permutex2var_ps(v[2 * k], lo, v[2 * k + 1]),
-                                 _mm512_permutex2var_ps(v[2 * k], hi, v[2 * k + 1]));
-    }
-    return v[0];
-}
-
-/// Eight vectors -> their eight lane sums in lanes 0-7, in order (lanes 8-15 repeat them):
-/// the first three levels of sum_lanes_16, then one vector folded with itself.
+/// Eight vectors -> their eight lane sums in lanes 0-7, in order (lanes 8-15 repeat them): a
+/// tree of permutes and adds (8 -> 4 -> 2 -> 1 vectors, then the last folded with itself),
+/// ~3 instructions per vector instead of a full horizontal reduction each.
 CPX_TARGET_AVX512 inline __m512 sum_lanes_8(__m512 (&v)[8]) {
     for (int level = 0, count = 8; level < 3; ++level, count /= 2) {
         const __m512i lo = _mm512_load_si512(fold_tables[level][0].lanes);
