@@ -13,7 +13,9 @@
 //
 // The score pass takes keys in blocks of eight and reads and widens each key
 // once for all the query rows, whose 8 x rows partial sums stay in registers;
-// both passes are compiled per row count and head width. Against a pass that
+// both passes are compiled per row count, the score pass also for head width 64
+// (every width made each model's translation unit ~7 s slower to compile; a
+// run-time dimension loop costs ~10% on cached keys). Against a pass that
 // widened each key once per query row with a run-time dimension loop (the
 // partials through the stack), the 187M batched-decode shape (16 sequences x 18
 // layers, 512 cached positions, bf16, two threads, Zen 4, caches cold) took
@@ -107,14 +109,13 @@ inline void prefetch_row(const void* row, index_t bytes) {
 inline constexpr index_t score_block = 8;
 
 /// Adds key j's products with every query row to part[.][slot]: the key is loaded and (bf16)
-/// widened once for all rows. even/odd: the queries split by parity (bf16 keys) or whole in
-/// `even` (fp32 keys).
+/// widened once for all rows, 32 dimensions at a time (Chunks of them, or `chunks` where
+/// Chunks is 0). even/odd: the queries split by parity (bf16 keys) or whole in `even` (fp32 keys).
 template <index_t Rows, int Chunks, class KV>
 CPX_TARGET_AVX512 inline void key_products(const KV* key, const float (*even)[max_decode_head_dim],
                                            const float (*odd)[max_decode_head_dim / 2],
-                                           __m512 (&part)[Rows][score_block], int slot) {
-#pragma GCC unroll 8
-    for (int c = 0; c < Chunks; ++c) {  // 32 dimensions
+                                           __m512 (&part)[Rows][score_block], int slot, int chunks) {
+    for (int c = 0; c < (Chunks > 0 ? Chunks : chunks); ++c) {
         __m512 x0, x1;
         if constexpr (std::is_same_v<KV, float>) {
             x0 = _mm512_loadu_ps(key + 32 * c);
@@ -145,14 +146,15 @@ CPX_TARGET_AVX512 inline void store_block_scores(__m512 (&part)[Rows][score_bloc
     }
 }
 
-/// decode_scores for a constant row count and head dimension (Chunks x 32): keys in blocks
-/// of eight, each key read and widened once for all rows, the Rows x 8 partial sums in
-/// registers and reduced eight lanes at a time.
+/// decode_scores for a constant row count: keys in blocks of eight, each key read and
+/// widened once for all rows, the Rows x 8 partial sums in registers and reduced eight lanes
+/// at a time. Chunks: the head width / 32 where it is a constant (0: `dim` at run time).
 template <index_t Rows, int Chunks, class KV>
-CPX_TARGET_AVX512 void decode_scores_fixed(const float (*even)[max_decode_head_dim],
-                                           const float (*odd)[max_decode_head_dim / 2], const KV* k,
-                                           index_t k_stride, index_t n, float* s, index_t s_stride) {
-    constexpr index_t key_bytes = 32 * Chunks * static_cast<index_t>(sizeof(KV));
+CPX_TARGET_AVX512 void decode_scores_rows(const float (*even)[max_decode_head_dim],
+                                          const float (*odd)[max_decode_head_dim / 2], int dim, const KV* k,
+                                          index_t k_stride, index_t n, float* s, index_t s_stride) {
+    const int chunks = dim / 32;
+    const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
     __m512 part[Rows][score_block];
     index_t j0 = 0;
     for (; j0 + score_block <= n; j0 += score_block) {
@@ -162,31 +164,15 @@ CPX_TARGET_AVX512 void decode_scores_fixed(const float (*even)[max_decode_head_d
             for (auto& x : row) x = _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int j = 0; j < static_cast<int>(score_block); ++j)
-            key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j);
+            key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j, chunks);
         store_block_scores(part, s + j0, s_stride, score_block);
     }
     if (j0 < n) {
         for (auto& row : part)
             for (auto& x : row) x = _mm512_setzero_ps();
         for (int j = 0; j < static_cast<int>(n - j0); ++j)
-            key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j);
+            key_products<Rows, Chunks>(k + (j0 + j) * k_stride, even, odd, part, j, chunks);
         store_block_scores(part, s + j0, s_stride, n - j0);
-    }
-}
-
-template <index_t Rows, class KV>
-void decode_scores_rows(const float (*even)[max_decode_head_dim], const float (*odd)[max_decode_head_dim / 2],
-                        int dim, const KV* k, index_t k_stride, index_t n, float* s, index_t s_stride) {
-    static_assert(max_decode_head_dim == 256, "decode_scores dispatches 1 to 8 chunks of 32 dimensions");
-    switch (dim / 32) {
-    case 1: decode_scores_fixed<Rows, 1>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 2: decode_scores_fixed<Rows, 2>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 3: decode_scores_fixed<Rows, 3>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 4: decode_scores_fixed<Rows, 4>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 5: decode_scores_fixed<Rows, 5>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 6: decode_scores_fixed<Rows, 6>(even, odd, k, k_stride, n, s, s_stride); break;
-    case 7: decode_scores_fixed<Rows, 7>(even, odd, k, k_stride, n, s, s_stride); break;
-    default: decode_scores_fixed<Rows, 8>(even, odd, k, k_stride, n, s, s_stride); break;
     }
 }
 }  // namespace detail
@@ -201,6 +187,13 @@ void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, cons
                    float* s, index_t s_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
     static_assert(max_decode_rows == 4, "decode_scores dispatches 1 to 4 rows");
+    // Head width 64 (COMPLEXITY-DEEP's) with a constant dimension loop, 10% faster on cached
+    // keys; every width compiled so made each model's translation unit ~7 s slower to build.
+    const auto run = [&]<index_t Rows>(const float (*e)[max_decode_head_dim], const float (*o)[max_decode_head_dim / 2],
+                                      float* si) {
+        if (dim == 64) detail::decode_scores_rows<Rows, 2>(e, o, dim, k, k_stride, n, si, s_stride);
+        else detail::decode_scores_rows<Rows, 0>(e, o, dim, k, k_stride, n, si, s_stride);
+    };
     // bf16 keys: the queries split by parity, matching the halves of each key word.
     alignas(64) float even[max_decode_rows][max_decode_head_dim];
     alignas(64) float odd[max_decode_rows][max_decode_head_dim / 2];
@@ -216,10 +209,10 @@ void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, cons
         }
         float* si = s + i0 * s_stride;
         switch (group) {
-        case 1: detail::decode_scores_rows<1>(even, odd, dim, k, k_stride, n, si, s_stride); break;
-        case 2: detail::decode_scores_rows<2>(even, odd, dim, k, k_stride, n, si, s_stride); break;
-        case 3: detail::decode_scores_rows<3>(even, odd, dim, k, k_stride, n, si, s_stride); break;
-        default: detail::decode_scores_rows<4>(even, odd, dim, k, k_stride, n, si, s_stride); break;
+        case 1: run.template operator()<1>(even, odd, si); break;
+        case 2: run.template operator()<2>(even, odd, si); break;
+        case 3: run.template operator()<3>(even, odd, si); break;
+        default: run.template operator()<4>(even, odd, si); break;
         }
     }
 }
