@@ -3,6 +3,7 @@
 
 #include <cpx/cpu/layers/causal_attention.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -73,6 +74,23 @@ Inputs random_inputs(const Case& c, unsigned base) {
             testing::random_normal(keys * c.kv_heads * c.dim, base + 1, 1.0f),
             testing::random_normal(keys * c.kv_heads * c.dim, base + 2, 1.0f)};
 }
+/// x rounded to bf16, as a cache stores it; x itself becomes the rounded values, so that a
+/// reference reading x sees exactly what is stored.
+std::vector<bf16> round_to_bf16(std::vector<float>& x) {
+    std::vector<bf16> stored(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        stored[i] = bf16::from_float(x[i]);
+        x[i] = stored[i].to_float();
+    }
+    return stored;
+}
+/// The [rows, cols] block of `strided` (rows `stride` apart), packed.
+std::vector<float> gather_rows(const std::vector<float>& strided, index_t rows, index_t cols, index_t stride) {
+    std::vector<float> packed(static_cast<std::size_t>(rows * cols));
+    for (index_t i = 0; i < rows; ++i)
+        std::copy_n(strided.begin() + i * stride, cols, packed.begin() + i * cols);
+    return packed;
+}
 }  // namespace
 
 TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, with and without offset") {
@@ -132,11 +150,7 @@ TEST_CASE("packed attention products (fp32_packed, bf16) match the reference, fp
             CHECK(err > 1e-5);  // the bf16 products did run
         }
         // A bf16 cache: its values are the rounded ones, the reference reads them exactly.
-        std::vector<bf16> k16(k.size()), v16(v.size());
-        for (std::size_t i = 0; i < k.size(); ++i) {
-            k16[i] = bf16::from_float(k[i]), v16[i] = bf16::from_float(v[i]);
-            k[i] = k16[i].to_float(), v[i] = v16[i].to_float();
-        }
+        const std::vector<bf16> k16 = round_to_bf16(k), v16 = round_to_bf16(v);
         const auto want16 = reference_attention(c, q, k, v, scale);
         if (have_f32) CHECK(testing::relative_error(run(c, q, k16, v16, scale, ws, cpu::Compute::fp32_packed), want16) < 1e-5);
         if (have_bf16) CHECK(testing::relative_error(run(c, q, k16, v16, scale, ws, cpu::Compute::bf16), want16) < 3e-2);
@@ -164,13 +178,7 @@ TEST_CASE("decode-shaped calls (a few query rows per KV head) match the referenc
             const float scale = 1.0f / std::sqrt(float(c.dim));
             CHECK(testing::relative_error(run(c, q, k, v, scale, ws), reference_attention(c, q, k, v, scale)) < 1e-5);
 
-            std::vector<bf16> k16(k.size()), v16(v.size());
-            for (std::size_t i = 0; i < k.size(); ++i) {
-                k16[i] = bf16::from_float(k[i]);
-                v16[i] = bf16::from_float(v[i]);
-                k[i] = k16[i].to_float();
-                v[i] = v16[i].to_float();
-            }
+            const std::vector<bf16> k16 = round_to_bf16(k), v16 = round_to_bf16(v);
             auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
             cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
                                         cpu::packed_heads(k16.data(), keys, c.kv_heads, c.dim),
@@ -225,13 +233,7 @@ TEST_CASE("a bf16 KV store gives the attention of its rounded keys and values") 
     auto q = testing::random_normal(c.rows * c.heads * c.dim, 8);
     auto k = testing::random_normal(keys * c.kv_heads * c.dim, 9);
     auto v = testing::random_normal(keys * c.kv_heads * c.dim, 10);
-    std::vector<bf16> k16(k.size()), v16(v.size());
-    for (std::size_t i = 0; i < k.size(); ++i) {
-        k16[i] = bf16::from_float(k[i]);
-        v16[i] = bf16::from_float(v[i]);
-        k[i] = k16[i].to_float();  // the reference sees exactly the stored values
-        v[i] = v16[i].to_float();
-    }
+    const std::vector<bf16> k16 = round_to_bf16(k), v16 = round_to_bf16(v);  // the reference sees the stored values
     cpu::AttentionWorkspace ws;
     auto out = testing::poisoned<float>(c.rows * c.heads * c.dim);
     cpu::causal_attention<bf16>(cpu::packed_heads(q.data(), c.rows, c.heads, c.dim),
@@ -440,11 +442,7 @@ TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and b
                 CAPTURE(rows);
                 const auto q = testing::random_normal(rows * q_stride, 9);
                 auto k = testing::random_normal(n * k_stride, 10);
-                std::vector<bf16> k16(k.size());
-                for (std::size_t i = 0; i < k.size(); ++i) {
-                    k16[i] = bf16::from_float(k[i]);
-                    k[i] = k16[i].to_float();
-                }
+                const std::vector<bf16> k16 = round_to_bf16(k);
                 std::vector<double> want(static_cast<std::size_t>(rows * n));
                 for (index_t i = 0; i < rows; ++i)
                     for (index_t j = 0; j < n; ++j) {
@@ -452,18 +450,12 @@ TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and b
                         for (int c = 0; c < dim; ++c) sum += double(q[i * q_stride + c]) * k[j * k_stride + c];
                         want[static_cast<std::size_t>(i * n + j)] = sum;
                     }
-                const auto gather = [&](const std::vector<float>& s) {
-                    std::vector<float> got(want.size());
-                    for (index_t i = 0; i < rows; ++i)
-                        for (index_t j = 0; j < n; ++j) got[static_cast<std::size_t>(i * n + j)] = s[i * s_stride + j];
-                    return got;
-                };
                 auto s = testing::poisoned<float>(rows * s_stride);
                 cpu::avx512::decode_scores<float>(q.data(), q_stride, rows, dim, k.data(), k_stride, n, s.data(), s_stride);
-                CHECK(testing::relative_error(gather(s), want) < 1e-5);
+                CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
                 s = testing::poisoned<float>(rows * s_stride);
                 cpu::avx512::decode_scores<bf16>(q.data(), q_stride, rows, dim, k16.data(), k_stride, n, s.data(), s_stride);
-                CHECK(testing::relative_error(gather(s), want) < 1e-5);
+                CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
                 // Nothing past each row's n scores is written.
                 for (index_t i = 0; i < rows; ++i)
                     for (index_t j = n; j < s_stride; ++j) CHECK(std::isnan(s[i * s_stride + j]));
@@ -484,11 +476,7 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
             CAPTURE(rows);
             const auto p = testing::random_normal(rows * p_stride, 7);
             auto v = testing::random_normal(n * v_stride, 8);
-            std::vector<bf16> v16(v.size());
-            for (std::size_t i = 0; i < v.size(); ++i) {
-                v16[i] = bf16::from_float(v[i]);
-                v[i] = v16[i].to_float();
-            }
+            const std::vector<bf16> v16 = round_to_bf16(v);
             const index_t o_stride = dim + 3;
             std::vector<double> want(static_cast<std::size_t>(rows * dim));
             for (index_t i = 0; i < rows; ++i)
@@ -497,18 +485,12 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
                     for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
                     want[static_cast<std::size_t>(i * dim + c)] = sum;
                 }
-            const auto gather = [&](const std::vector<float>& o) {
-                std::vector<float> got(want.size());
-                for (index_t i = 0; i < rows; ++i)
-                    for (int c = 0; c < dim; ++c) got[static_cast<std::size_t>(i * dim + c)] = o[i * o_stride + c];
-                return got;
-            };
             auto o = testing::poisoned<float>(rows * o_stride);
             cpu::avx512::decode_values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
-            CHECK(testing::relative_error(gather(o), want) < 1e-5);
+            CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
             o = testing::poisoned<float>(rows * o_stride);
             cpu::avx512::decode_values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
-            CHECK(testing::relative_error(gather(o), want) < 1e-5);
+            CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
         }
     }
 }

@@ -26,6 +26,11 @@
 namespace cpx::cpu::avx512 {
 
 namespace detail {
+/// The first min(left, 16) lanes.
+inline __mmask16 first_lanes(index_t left) {
+    return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
 /// The sum of x[0, n) (Squares: of (x - mean)^2), in four vector accumulators; the tail's
 /// missing lanes add 0.
 template <bool Squares>
@@ -45,9 +50,9 @@ CPX_TARGET_AVX512 inline float row_sum(const float* x, index_t n, __m512 mean) {
 #pragma GCC unroll 4
         for (int a = 0; a < 4; ++a)
             acc[a] = _mm512_add_ps(acc[a], row_term<Squares>(_mm512_loadu_ps(x + i + 16 * a), 0xffff, mean));
-    for (int a = 0; i < n; i += 16, a = (a + 1) % 4) {
-        const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
-        acc[a] = _mm512_add_ps(acc[a], row_term<Squares>(_mm512_maskz_loadu_ps(m, x + i), m, mean));
+    for (; i < n; i += 16) {  // the last 1-63 values
+        const __mmask16 m = first_lanes(n - i);
+        acc[0] = _mm512_add_ps(acc[0], row_term<Squares>(_mm512_maskz_loadu_ps(m, x + i), m, mean));
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
@@ -61,7 +66,7 @@ CPX_TARGET_AVX512 inline void layernorm_row(const float* x, const float* w, cons
     const float sum_sq = detail::row_sum<true>(x, n, mv);
     const __m512 inv = _mm512_set1_ps(layernorm_inverse_std(sum_sq / static_cast<float>(n), eps));
     for (index_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+        const __mmask16 m = detail::first_lanes(n - i);
         const __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv), inv);
         const __m512 wv = _mm512_maskz_loadu_ps(m, w + i);
         const __m512 out = b ? _mm512_fmadd_ps(t, wv, _mm512_maskz_loadu_ps(m, b + i)) : _mm512_mul_ps(t, wv);
