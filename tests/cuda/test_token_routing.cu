@@ -368,7 +368,9 @@ TEST_CASE("the tensor-core grouped GEMMs (bf16, fp16) match the reference and th
 
 // The row kernel (calls of few rows) against the reference and the tiled kernels, on both of its
 // epilogues: scatter-add onto the residual (top-1, unit factor) and per-pair rows (top-2, weighted).
-TEST_CASE("the row kernel for few rows matches the reference and the tiled kernels, fp32 and bf16") {
+// Up to 600 rows (300 tokens x 2 routes): the row kernel takes calls above the default threshold
+// when a caller sets a higher one.
+TEST_CASE("the row kernel matches the reference and the tiled kernels, fp32 and bf16, 1 to 600 rows") {
     const int V = 257, E = 5, d = 72, ie = 100, is = 40;  // widths that are not multiples of 64 or of 4 rows
     const gpu::GroupedGemmChoice rows_always(gpu::GroupedGemmKernel::simt, 1 << 20),
         tiled(gpu::GroupedGemmKernel::simt, 0);
@@ -381,11 +383,11 @@ TEST_CASE("the row kernel for few rows matches the reference and the tiled kerne
         CAPTURE(c.k);
         const auto table = make_top_k_table(V, E, c.k, 180 + c.k);
         gpu::DeviceRoutingTable dtable(TopKRouting(table, c.k, E));
-        gpu::ExpertDispatch dispatch(E, 40, c.k);
+        gpu::ExpertDispatch dispatch(E, 300, c.k);
         const HostMlp host = make_host_mlp<float>(d, ie, is, E, 182);
         DeviceMlp<float> mlp(host);
         mlp.weights.mix = c.mix;
-        for (int rows : {1, 3, 7, 40}) {
+        for (int rows : {1, 3, 7, 40, 300}) {
             CAPTURE(rows);
             const auto ids = testing::random_ints(rows, 0, V - 1, 183 + rows);
             const std::vector<std::int64_t> tokens(ids.begin(), ids.end());

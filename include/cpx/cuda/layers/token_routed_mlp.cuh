@@ -47,7 +47,9 @@ public:
           hidden_(hidden),
           act_(static_cast<std::size_t>(max_tokens) * max_routes * expert_width),
           shared_(static_cast<std::size_t>(max_tokens) * 2 * shared_width),
-          pairs_(static_cast<std::size_t>(max_tokens) * max_routes * hidden) {}
+          pairs_(static_cast<std::size_t>(max_tokens) * max_routes * hidden) {
+        poison(act_, shared_, pairs_);  // like the model's activations: a read of an unwritten row shows as NaN
+    }
     StridedMatrix<T> act(int rows) const {
         require<ShapeError>(rows <= max_tokens_ * max_routes_, "token-routed MLP workspace: ", rows,
                             " sorted rows, sized for ", max_tokens_ * max_routes_);
