@@ -14,6 +14,9 @@
 //     token / (bytes / copy rate);
 //   prefill_tc, generate_tc: the same with the opt-in tensor-core kernels
 //     (attention of prefill-sized launches, the experts' grouped GEMMs);
+//   decode_rows, prefill_tc with row_kernel_max: the experts' row-kernel
+//     threshold swept (batched decode steps of 16-100 sequences, prefills of
+//     256-2,048 (token, route) rows), each against the tiled kernel;
 //   generate: the paper's serving test (100 sequences, 128 prompt tokens,
 //     1,900 generated tokens each; 8,078 tok/s with vLLM on an RTX PRO 6000),
 //     here as one batch: the prefill, then greedy decoding closed on the
@@ -245,8 +248,10 @@ gpu::KernelChoice rows_off(gpu::KernelChoice k = {}) {
 
 template <ComplexityConfigType C>
 void prefill(const std::string& preset, int batch, int tokens, gpu::KernelChoice kernels = {}) {
+    const bool rows_swept = kernels.expert_row_kernel_max != 0 && kernels.expert_row_kernel_max != gpu::default_expert_row_kernel_max;
     const std::string name = case_name(preset, with_kernels("prefill", kernels) + "/batch:" + std::to_string(batch) +
-                                                   "/tokens:" + std::to_string(tokens));
+                                                   "/tokens:" + std::to_string(tokens) +
+                                                   (rows_swept ? "/row_kernel_max:" + std::to_string(kernels.expert_row_kernel_max) : ""));
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
         auto& blas = context().blas;
         auto& stream = context().stream;
@@ -291,6 +296,45 @@ void decode(const std::string& preset, int context_length, gpu::KernelChoice ker
         work.tokens = 1;
         work.flops = double(flops_per_token<C>(context_length));
         work.bytes = decode_step_bytes<C>(1, 1, context_length, sizeof(bf16));
+        work.read_ceiling = copy_gbps();
+        run_timed(state, work, stream, [&] { step.launch(stream); });
+        m.check(stream);
+        state.counters["bound_ratio"] = 1.0 / state.counters["frac_of_bandwidth"];
+    })->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+/// A step of `batch` sequences at the same context, captured and replayed, with the experts' row
+/// kernel taking calls of at most `rows_max` (token, route) rows: the sweep behind the default
+/// threshold (default_expert_row_kernel_max). At batch B a top-k model's expert calls total B * k rows.
+template <ComplexityConfigType C>
+void decode_batch(const std::string& preset, int batch, int context_length, int rows_max, gpu::KernelChoice kernels = {}) {
+    kernels.expert_row_kernel_max = rows_max;
+    const std::string name = case_name(preset, with_kernels("decode_rows", kernels) + "/batch:" + std::to_string(batch) +
+                                                   "/context:" + std::to_string(context_length) +
+                                                   "/row_kernel_max:" + std::to_string(rows_max));
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+        auto& blas = context().blas;
+        auto& stream = context().stream;
+        auto& m = model_of<C>(preset);
+        m.use_kernels(kernels);
+        gpu::DeviceBuffer<float> logits(std::size_t(batch) * C::vocab);
+        // The cache filled in chunks of positions, each call within the model's max_rows.
+        const int chunk = std::max(1, max_rows / batch);
+        for (int p = 0; p < context_length - 1; p += chunk) {
+            const int n = std::min(chunk, context_length - 1 - p);
+            m.forward(blas, random_tokens(std::size_t(batch) * n, C::vocab, 14 + p), batch,
+                      std::vector<std::int32_t>(batch, p), logits.data(), gpu::LogitRows::last, stream);
+        }
+        const auto next = random_tokens(std::size_t(batch), C::vocab, 15);
+        m.forward(blas, next, batch, std::vector<std::int32_t>(batch, context_length - 1), logits.data(),
+                  gpu::LogitRows::last, stream);
+        m.check(stream);
+        gpu::Graph step = gpu::Graph::capture(
+            stream, [&] { m.enqueue(blas, batch, 1, logits.data(), gpu::LogitRows::last, stream); });
+        Work work;
+        work.tokens = batch;
+        work.flops = double(batch) * flops_per_token<C>(context_length);
+        work.bytes = decode_step_bytes<C>(std::min(batch * C::top_k, C::experts), batch, context_length, sizeof(bf16));
         work.read_ceiling = copy_gbps();
         run_timed(state, work, stream, [&] { step.launch(stream); });
         m.check(stream);
@@ -366,6 +410,15 @@ void register_all() {
     decode<ComplexityDense384M>("384M_dense", 512);
     prefill<ComplexityDeep187M>("187M", 8, 2048);
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep187M>("187M", ctx);
+    // The row kernel's threshold: batches of 16 and 100 one-route tokens, each way.
+    for (int batch : {16, 100})
+        for (int rows_max : {0, 32, 128, 4096}) decode_batch<ComplexityDeep187M>("187M", batch, 512, rows_max, tc);
+    for (int tokens : {32, 64, 128})
+        for (int rows_max : {0, 1 << 20}) {
+            gpu::KernelChoice k = tc;
+            k.expert_row_kernel_max = rows_max;
+            prefill<ComplexityDeep187M>("187M", 8, tokens, k);
+        }
     generate<ComplexityDeep187M>("187M", 100, 128, 1900);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900, tc);
     generate<ComplexityDeep187M>("187M", 100, 128, 1900, rows_off(tc));
@@ -374,6 +427,15 @@ void register_all() {
     prefill<TrMoe306>("tr-moe-306", 8, 2048, tc);
     decode<TrMoe306>("tr-moe-306", 512);
     decode<TrMoe306>("tr-moe-306", 512, rows_off());
+    // Two routes per token: 200 rows at batch 100, above the default threshold.
+    for (int rows_max : {0, 128, 256, 4096}) decode_batch<TrMoe306>("tr-moe-306", 100, 512, rows_max, tc);
+    // Larger calls: 8 prompts of 16-128 tokens, 256-2048 (token, route) rows, row kernel on or off.
+    for (int tokens : {16, 32, 64, 128})
+        for (int rows_max : {0, 1 << 20}) {
+            gpu::KernelChoice k = tc;
+            k.expert_row_kernel_max = rows_max;
+            prefill<TrMoe306>("tr-moe-306", 8, tokens, k);
+        }
 }
 
 }  // namespace

@@ -22,8 +22,10 @@ enum class AttentionKernel { simt, tensor_cores };
 enum class GroupedGemmKernel { simt, tensor_cores };
 
 /// (token, route) rows up to which the grouped GEMMs take the row kernel
-/// (grouped_gemm_rows.cuh) instead of the tiled one; docs/CUDA.md has the measurements.
-inline constexpr int default_expert_row_kernel_max = 128;
+/// (grouped_gemm_rows.cuh) instead of the tiled one. Measured on an H100 against the WMMA tiled
+/// kernel (docs/CUDA.md): the row kernel is faster up to 512 rows in every model measured, and
+/// slower at 1,024 rows of 187M's 512-wide experts (tr-moe-306's 64-wide ones gain up to 2,048).
+inline constexpr int default_expert_row_kernel_max = 512;
 
 /// The grouped-GEMM kernels of one call: `kernel` above `row_kernel_max` rows, the
 /// row kernel at or below it (0: never).
