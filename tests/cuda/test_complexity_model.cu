@@ -70,11 +70,11 @@ ComplexityWeights<C> host_weights(const testing::ComplexityCase& c) {
 // GPU logits of `batch` whole sequences from position 0, every row.
 template <class C, class T>
 std::vector<float> gpu_logits(const testing::ComplexityCase& w, const std::vector<std::int32_t>& tokens, int batch,
-                              gpu::KernelChoice kernels = {}) {
+                              std::optional<gpu::KernelChoice> kernels = gpu::KernelChoice{}) {  // nullopt: the model's own
     gpu::Blas blas;
     gpu::ComplexityModel<C, T> model(host_weights<C>(w), batch,
                                      static_cast<int>(tokens.size()));
-    model.use_kernels(kernels);
+    if (kernels) model.use_kernels(*kernels);
     model.cache().poison();
     auto logits = testing::poisoned_device<float>(tokens.size() * C::vocab);
     model.forward(blas, tokens, batch, std::vector<std::int32_t>(batch, 0), logits.data(), gpu::LogitRows::all, nullptr);
@@ -261,6 +261,35 @@ TEST_CASE("a model refuses tensor-core kernels its storage type or head dim cann
     gpu::KernelChoice experts_only;
     experts_only.experts = gpu::GroupedGemmKernel::tensor_cores;
     CHECK_NOTHROW(head_dim_16.use_kernels(experts_only));
+}
+
+TEST_CASE("a model starts with tensor cores where its storage type, head dim and device take them") {
+    const bool tc = gpu::current_compute_major() >= 8;
+    const auto attention = [&](bool on) { return on && tc ? gpu::AttentionKernel::tensor_cores : gpu::AttentionKernel::simt; };
+    const auto experts = [&](bool on) { return on && tc ? gpu::GroupedGemmKernel::tensor_cores : gpu::GroupedGemmKernel::simt; };
+    using Tiny = testing::ComplexityTiny;  // head dim 16
+    using Wide = testing::ComplexityWide;  // head dim 64
+    const auto tiny = testing::complexity_case<Tiny>(19, false);
+    gpu::ComplexityModel<Tiny, float> fp32(host_weights<Tiny>(tiny), 1, 8);
+    CHECK(fp32.kernels().attention == gpu::AttentionKernel::simt);
+    CHECK(fp32.kernels().experts == gpu::GroupedGemmKernel::simt);
+    gpu::ComplexityModel<Tiny, bf16> head_dim_16(host_weights<Tiny>(tiny), 1, 8);
+    CHECK(head_dim_16.kernels().attention == gpu::AttentionKernel::simt);
+    CHECK(head_dim_16.kernels().experts == experts(true));
+    head_dim_16.use_kernels(gpu::KernelChoice{});
+    CHECK(head_dim_16.kernels().experts == gpu::GroupedGemmKernel::simt);
+
+    const int batch = 2, T = 24;
+    const auto tokens = random_tokens(batch * T, Wide::vocab, 17);
+    const auto w = testing::complexity_case<Wide>(18, true);
+    gpu::ComplexityModel<Wide, bf16> wide(host_weights<Wide>(w), 1, 8);
+    CHECK(wide.kernels().attention == attention(true));
+    CHECK(wide.kernels().experts == experts(true));
+    CHECK(wide.kernels().expert_row_kernel_max == gpu::default_expert_row_kernel_max);
+    // The default runs what it names, and stays within the bf16 bound of the CPU model.
+    const auto by_default = gpu_logits<Wide, bf16>(w, tokens, batch, std::nullopt);
+    CHECK(testing::relative_error(by_default, gpu_logits<Wide, bf16>(w, tokens, batch, wide.kernels())) < 1e-6);
+    CHECK(testing::relative_error(by_default, testing::complexity_cpu_logits<Wide>(18, true, tokens, batch)) < 2e-2);
 }
 
 TEST_CASE("greedy generation closed on the device (argmax into the model's inputs, graph replays) matches a host loop") {

@@ -3,6 +3,8 @@
 // cache, bf16 storage, and a decode step captured in a CUDA graph.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include <cpx/cuda/runtime/graph.cuh>
 #include <cpx/models/prism/model.cuh>
 
@@ -34,9 +36,11 @@ testing::NamedTensors rounded_tensors(const testing::NamedTensors& w) {
 
 // The GPU model's logits of `batch` whole sequences from position 0, every row.
 template <class C, class T>
-std::vector<float> gpu_logits(const testing::NamedTensors& w, const std::vector<std::int32_t>& tokens, int batch) {
+std::vector<float> gpu_logits(const testing::NamedTensors& w, const std::vector<std::int32_t>& tokens, int batch,
+                              std::optional<cuda::KernelChoice> kernels = std::nullopt) {  // nullopt: the model's own
     cuda::Blas blas;
     cuda::PrismModel<C, T> model(testing::weights_from<PrismWeights<C>>(w), batch, static_cast<int>(tokens.size()));
+    if (kernels) model.use_kernels(*kernels);
     auto logits = testing::poisoned_device<float>(tokens.size() * C::vocab);
     const std::vector<std::int32_t> starts(batch, 0);
     model.forward(blas, tokens, batch, starts, logits.data(), cuda::LogitRows::all, nullptr);
@@ -118,6 +122,23 @@ TEST_CASE("bf16 storage stays within 2e-2 of the CPU model on the same rounded w
     const auto tokens = random_tokens(batch * T, C::vocab, 8);
     CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch), testing::prism_cpu_logits<C>(w, tokens, batch)) <
           2e-2);
+}
+
+// Head dim 64: bf16 storage starts on the tensor-core attention (compute capability 8.0+).
+TEST_CASE("bf16 at head dim 64: the default kernels and the SIMT ones stay within 2e-2 of the CPU model") {
+    using C = testing::PrismWide;
+    const auto w = rounded_tensors<bf16>(testing::prism_weights<C>(9));
+    const int batch = 2, T = 24;
+    const auto tokens = random_tokens(batch * T, C::vocab, 10);
+    const auto want = testing::prism_cpu_logits<C>(w, tokens, batch);
+    {
+        const auto wt = testing::weights_from<PrismWeights<C>>(w);
+        const cuda::PrismModel<C, bf16> model(wt, 1, 8);
+        CHECK(model.kernels().attention ==
+              (cuda::current_compute_major() >= 8 ? cuda::AttentionKernel::tensor_cores : cuda::AttentionKernel::simt));
+    }
+    CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch), want) < 2e-2);
+    CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch, cuda::KernelChoice{}), want) < 2e-2);
 }
 
 TEST_CASE("a decode step captured in a CUDA graph replays correctly at every position") {

@@ -240,12 +240,13 @@ public:
     /// The model's KV cache, every slot of it.
     auto& cache() { return self().cache_; }
 
-    /// Opt-in tensor-core kernels (KernelChoice), checked here against the model's storage
-    /// type and attention head dim.
+    /// The kernels the next calls run: preferred_kernels() until use_kernels() sets others
+    /// (KernelChoice{}: SIMT everywhere), checked against the model's storage type and head dim.
     void use_kernels(const KernelChoice& k) {
         check_kernel_choice<typename Model::value_type>(k, Model::attention_head_dim, cself().inputs_.model());
         self().kernels_ = k;
     }
+    const KernelChoice& kernels() const { return cself().kernels_; }
 
 private:
     Model& self() { return static_cast<Model&>(*this); }

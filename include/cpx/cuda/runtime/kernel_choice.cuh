@@ -1,14 +1,17 @@
 #pragma once
 // Which kernels run where a tensor-core variant exists: attention of prefill-
-// sized launches and the token-routed experts' grouped GEMMs. Both default to
+// sized launches and the token-routed experts' grouped GEMMs. KernelChoice{} is
 // the SIMT kernels, which every storage type and head dim can take; the
-// tensor-core ones (WMMA, bf16/fp16 storage, compute capability 8.0+) are
-// opt-in. Calls of few expert rows take the row kernel whichever is chosen. A
-// model takes a KernelChoice through use_kernels().
+// tensor-core ones (WMMA) take bf16/fp16 storage on compute capability 8.0+.
+// A model starts with preferred_kernels() and takes another choice through
+// use_kernels(). Calls of few expert rows take the row kernel whichever is chosen.
+
+#include <cuda_runtime_api.h>
 
 #include <type_traits>
 
 #include "cpx/core/error.hpp"
+#include "cpx/cuda/runtime/check.cuh"
 
 namespace cpx::cuda {
 
@@ -48,6 +51,28 @@ struct KernelChoice {
         return {AttentionKernel::tensor_cores, GroupedGemmKernel::tensor_cores, default_expert_row_kernel_max};
     }
 };
+
+/// What a model of storage type T and attention head dim `head_dim` starts with on a device of
+/// compute capability `compute_major`.x: tensor cores wherever they take the case (16-bit storage,
+/// 8.0+; attention at head dims 64 and 128), SIMT elsewhere. Measured on the H100 and H200
+/// (docs/CUDA.md): whole-model prefill 2.4-2.6x faster, decode and generation unchanged.
+template <class T>
+constexpr KernelChoice preferred_kernels(int head_dim, int compute_major) {
+    KernelChoice k;
+    if (!std::is_same_v<T, float> && compute_major >= 8) {
+        k.experts = GroupedGemmKernel::tensor_cores;
+        if (head_dim == 64 || head_dim == 128) k.attention = AttentionKernel::tensor_cores;
+    }
+    return k;
+}
+
+/// Compute capability (major) of the current device.
+inline int current_compute_major() {
+    int device = 0, major = 0;
+    CPX_CUDA_CHECK(cudaGetDevice(&device));
+    CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major;
+}
 
 /// Refuses, where it is set, a choice the model's storage type or head dim cannot take.
 template <class T>
