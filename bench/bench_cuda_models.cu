@@ -10,10 +10,12 @@
 //     causal positions, the head once per sequence);
 //   decode: one token of one sequence at a given context, a captured step
 //     replayed; bytes from decode_step_bytes (weights the step reads, the
-//     routed expert of its token, the KV cache); bound_ratio = our time per
+//     routed experts its token reaches, the KV cache); bound_ratio = our time per
 //     token / (bytes / copy rate);
-//   prefill_tc, generate_tc: the same with the opt-in tensor-core kernels
-//     (attention of prefill-sized launches, the experts' grouped GEMMs);
+//   prefill, decode, generate choose the SIMT kernels explicitly (a bf16
+//     model's default is tensor cores); prefill_tc, generate_tc the
+//     tensor-core ones (attention of prefill-sized launches, the experts'
+//     grouped GEMMs);
 //   decode_rows, prefill_tc with row_kernel_max: the experts' row-kernel
 //     threshold swept (batched decode steps of 16-100 sequences, prefills of
 //     256-2,048 (token, route) rows), each against the tiled kernel;
@@ -272,46 +274,12 @@ void prefill(const std::string& preset, int batch, int tokens, gpu::KernelChoice
     })->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
+/// A decode step of `batch` sequences at the same context, captured and replayed: the cache is
+/// filled to context - 1 positions, each step writes position context - 1 and reads all of them.
+/// Bytes count the distinct experts the batch's routes reach (batch x top_k, at most E).
 template <ComplexityConfigType C>
-void decode(const std::string& preset, int context_length, gpu::KernelChoice kernels = {}) {
-    const std::string name =
-        case_name(preset, with_kernels("decode", kernels) + "/batch:1/context:" + std::to_string(context_length));
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-        auto& blas = context().blas;
-        auto& stream = context().stream;
-        auto& m = model_of<C>(preset);
-        m.use_kernels(kernels);
-        const auto tokens = random_tokens(std::size_t(context_length), C::vocab, 12);
-        gpu::DeviceBuffer<float> logits(C::vocab);
-        // The cache holds positions [0, context - 1); each step writes position context - 1 and reads all.
-        const std::vector<std::int32_t> prompt(tokens.begin(), tokens.end() - 1), next{tokens.back()};
-        if (!prompt.empty())
-            m.forward(blas, prompt, 1, std::vector<std::int32_t>{0}, logits.data(), gpu::LogitRows::last, stream);
-        m.forward(blas, next, 1, std::vector<std::int32_t>{context_length - 1}, logits.data(), gpu::LogitRows::last,
-                  stream);
-        m.check(stream);
-        gpu::Graph step = gpu::Graph::capture(
-            stream, [&] { m.enqueue(blas, 1, 1, logits.data(), gpu::LogitRows::last, stream); });
-        Work work;
-        work.tokens = 1;
-        work.flops = double(flops_per_token<C>(context_length));
-        work.bytes = decode_step_bytes<C>(1, 1, context_length, sizeof(bf16));
-        work.read_ceiling = copy_gbps();
-        run_timed(state, work, stream, [&] { step.launch(stream); });
-        m.check(stream);
-        state.counters["bound_ratio"] = 1.0 / state.counters["frac_of_bandwidth"];
-    })->UseManualTime()->Unit(benchmark::kMicrosecond);
-}
-
-/// A step of `batch` sequences at the same context, captured and replayed, with the experts' row
-/// kernel taking calls of at most `rows_max` (token, route) rows: the sweep behind the default
-/// threshold (default_expert_row_kernel_max). At batch B a top-k model's expert calls total B * k rows.
-template <ComplexityConfigType C>
-void decode_batch(const std::string& preset, int batch, int context_length, int rows_max, gpu::KernelChoice kernels = {}) {
-    kernels.expert_row_kernel_max = rows_max;
-    const std::string name = case_name(preset, with_kernels("decode_rows", kernels) + "/batch:" + std::to_string(batch) +
-                                                   "/context:" + std::to_string(context_length) +
-                                                   "/row_kernel_max:" + std::to_string(rows_max));
+void decode_step(const std::string& name, const std::string& preset, int batch, int context_length,
+                 gpu::KernelChoice kernels) {
     benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
         auto& blas = context().blas;
         auto& stream = context().stream;
@@ -340,6 +308,25 @@ void decode_batch(const std::string& preset, int batch, int context_length, int 
         m.check(stream);
         state.counters["bound_ratio"] = 1.0 / state.counters["frac_of_bandwidth"];
     })->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+/// One sequence's decode step.
+template <ComplexityConfigType C>
+void decode(const std::string& preset, int context_length, gpu::KernelChoice kernels = {}) {
+    decode_step<C>(case_name(preset, with_kernels("decode", kernels) + "/batch:1/context:" + std::to_string(context_length)),
+                   preset, 1, context_length, kernels);
+}
+
+/// A step of `batch` sequences with the experts' row kernel taking calls of at most `rows_max`
+/// (token, route) rows: the sweep behind the default threshold (default_expert_row_kernel_max).
+/// At batch B a top-k model's expert calls total B * k rows.
+template <ComplexityConfigType C>
+void decode_batch(const std::string& preset, int batch, int context_length, int rows_max, gpu::KernelChoice kernels = {}) {
+    kernels.expert_row_kernel_max = rows_max;
+    decode_step<C>(case_name(preset, with_kernels("decode_rows", kernels) + "/batch:" + std::to_string(batch) +
+                                         "/context:" + std::to_string(context_length) +
+                                         "/row_kernel_max:" + std::to_string(rows_max)),
+                   preset, batch, context_length, kernels);
 }
 
 /// The serving test: `batch` prompts of `prompt_len` tokens, `generated` new tokens each.
