@@ -47,9 +47,11 @@ private:
 };
 
 /// The model of `weights` (ComplexityWeights or PrismWeights of the program's preset, fp32 or
-/// bf16) on the first CUDA device: defined in run_cuda.cu, compiled for the preset when the
-/// program is built with CUDA. Throws when the preset has no GPU model or no device is usable.
+/// bf16) on the first CUDA device, running `kernels` (--gpu-kernels: default, simt or
+/// tensor-cores): defined in run_cuda.cu, compiled for the preset when the program is built
+/// with CUDA. Throws when the preset has no GPU model, no device is usable, or the model's
+/// storage type or head dim cannot take the kernels asked for.
 template <class Weights>
-std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights);
+std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights, const std::string& kernels);
 
 }  // namespace cpx_example

@@ -250,7 +250,7 @@ template <class Config, class Weights>
 int run_on_cuda(const Weights& weights, const Options& o, const char* preset) {
 #ifdef CPX_EXAMPLE_CUDA
     (void)preset;
-    DeviceModel<Config> model(make_cuda_model(weights));
+    DeviceModel<Config> model(make_cuda_model(weights, o.gpu_kernels));
     std::printf("device: %s (CUDA): %s weights and activations, fp32 residual stream and accumulation%s\n",
                 model.device().c_str(), o.bf16 ? "bf16" : "fp32",
                 o.compute == "fp32" ? "" : " (--compute chooses the CPU arithmetic; ignored here)");

@@ -40,7 +40,11 @@ struct Family<C, W, true> {
 template <class W>
 class CudaCalls final : public DeviceCalls {
 public:
-    explicit CudaCalls(const typename Family<Config, W>::Weights& weights) : model_(weights, 1, max_rows) {}
+    CudaCalls(const typename Family<Config, W>::Weights& weights, const std::string& kernels)
+        : model_(weights, 1, max_rows) {
+        if (kernels == "simt") model_.device().use_kernels(cpx::cuda::KernelChoice{});
+        else if (kernels == "tensor-cores") model_.device().use_kernels(cpx::cuda::KernelChoice::tensor_cores());
+    }
 
     void call(std::span<const cpx::TokenSpan> batch, std::span<cpx::SlotCache* const> caches, cpx::LogitsAt at,
               const cpx::StridedMatrix<float>& logits) override {
@@ -53,7 +57,10 @@ public:
         cudaDeviceProp p{};
         CPX_CUDA_CHECK(cudaGetDevice(&id));
         CPX_CUDA_CHECK(cudaGetDeviceProperties(&p, id));
-        return p.name;
+        const auto& k = model_.device().kernels();
+        const auto name = [](bool tensor_cores) { return tensor_cores ? "tensor cores" : "SIMT"; };
+        return std::string(p.name) + "; attention " + name(k.attention == cpx::cuda::AttentionKernel::tensor_cores) +
+               ", experts " + name(k.experts == cpx::cuda::GroupedGemmKernel::tensor_cores);
     }
 
 private:
@@ -63,20 +70,20 @@ private:
 };
 
 template <class W>
-std::unique_ptr<DeviceCalls> make(const typename Family<Config, W>::Weights& weights) {
+std::unique_ptr<DeviceCalls> make(const typename Family<Config, W>::Weights& weights, const std::string& kernels) {
     const std::string why = cpx::cuda::no_device_reason();
     cpx::require<cpx::Error>(why.empty(), "--device cuda: no usable CUDA device (", why, ")");
-    return std::make_unique<CudaCalls<W>>(weights);
+    return std::make_unique<CudaCalls<W>>(weights, kernels);
 }
 
 }  // namespace
 
 template <class Weights>
-std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights) {
-    return make<typename Weights::weight_type>(weights);
+std::unique_ptr<DeviceCalls> make_cuda_model(const Weights& weights, const std::string& kernels) {
+    return make<typename Weights::weight_type>(weights, kernels);
 }
 
-template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, float>::Weights&);
-template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, cpx::bf16>::Weights&);
+template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, float>::Weights&, const std::string&);
+template std::unique_ptr<DeviceCalls> make_cuda_model(const Family<Config, cpx::bf16>::Weights&, const std::string&);
 
 }  // namespace cpx_example

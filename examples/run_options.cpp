@@ -76,6 +76,11 @@ Options parse(int argc, char** argv, const std::string& program) {
                    "where the model runs: cpu, or cuda (programs built with CUDA; one GPU, the same weights, "
                    "checkpoint and output)")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+    app.add_option("--gpu-kernels", o.gpu_kernels,
+                   "with --device cuda, the attention and expert kernels: default (tensor cores where the storage "
+                   "type, head dim and GPU take them), simt, or tensor-cores (bf16 weights, head dim 64 or 128; "
+                   "docs/CUDA.md)")
+        ->check(CLI::IsMember({"default", "simt", "tensor-cores"}))->capture_default_str();
     app.add_option("--dtype", dtype, "storage of the weight matrices")
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     app.add_option("--compute", o.compute,
@@ -102,6 +107,8 @@ Options parse(int argc, char** argv, const std::string& program) {
     } catch (const CLI::ParseError& e) {
         throw UsageError(e.what());
     }
+    if (o.gpu_kernels != "default" && o.device != "cuda")
+        throw UsageError("--gpu-kernels " + o.gpu_kernels + ": applies to --device cuda, not --device " + o.device);
     o.tokens = parse_tokens(tokens);
     o.tokens_given = tokens_opt->count() > 0;
     o.prompt_given = prompt_opt->count() > 0 || prompt_file_opt->count() > 0;

@@ -29,6 +29,7 @@ struct Options {
     bool bf16 = false;
     std::string compute = "fp32";  ///< --compute: arithmetic of the matrix products
     std::string device = "cpu";    ///< --device cpu|cuda
+    std::string gpu_kernels = "default";  ///< --gpu-kernels default|simt|tensor-cores (--device cuda)
     int threads = 0;
     std::string dump_logits;
     std::string save_checkpoint;

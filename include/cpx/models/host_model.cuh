@@ -63,6 +63,7 @@ public:
 
     /// The GPU model (kernel choice, device-side decoding loops).
     M& device() { return model_; }
+    const M& device() const { return model_; }
     /// Device cache slots for caches, and how many live caches hold one.
     int max_caches() const { return pool_->size(); }
     int held_caches() const { return pool_->held(); }
