@@ -263,6 +263,17 @@ TEST_CASE("a model refuses tensor-core kernels its storage type or head dim cann
     CHECK_NOTHROW(head_dim_16.use_kernels(experts_only));
 }
 
+// The rule itself, checked wherever this file compiles (every build with nvcc, GPU or not).
+static_assert(gpu::preferred_kernels<float>(64, 9).attention == gpu::AttentionKernel::simt &&
+              gpu::preferred_kernels<float>(64, 9).experts == gpu::GroupedGemmKernel::simt);
+static_assert(gpu::preferred_kernels<bf16>(64, 9).attention == gpu::AttentionKernel::tensor_cores &&
+              gpu::preferred_kernels<fp16>(128, 8).experts == gpu::GroupedGemmKernel::tensor_cores);
+static_assert(gpu::preferred_kernels<bf16>(32, 9).attention == gpu::AttentionKernel::simt &&
+              gpu::preferred_kernels<bf16>(32, 9).experts == gpu::GroupedGemmKernel::tensor_cores);
+static_assert(gpu::preferred_kernels<bf16>(64, 7).attention == gpu::AttentionKernel::simt &&
+              gpu::preferred_kernels<bf16>(64, 7).experts == gpu::GroupedGemmKernel::simt);
+static_assert(gpu::preferred_kernels<bf16>(64, 9).expert_row_kernel_max == gpu::default_expert_row_kernel_max);
+
 TEST_CASE("a model starts with tensor cores where its storage type, head dim and device take them") {
     const bool tc = gpu::current_compute_major() >= 8;
     const auto attention = [&](bool on) { return on && tc ? gpu::AttentionKernel::tensor_cores : gpu::AttentionKernel::simt; };
