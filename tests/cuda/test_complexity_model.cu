@@ -275,9 +275,10 @@ static_assert(gpu::preferred_kernels<bf16>(64, 7).attention == gpu::AttentionKer
 static_assert(gpu::preferred_kernels<bf16>(64, 9).expert_row_kernel_max == gpu::default_expert_row_kernel_max);
 
 TEST_CASE("a model starts with tensor cores where its storage type, head dim and device take them") {
-    const bool tc = gpu::current_compute_major() >= 8;
-    const auto attention = [&](bool on) { return on && tc ? gpu::AttentionKernel::tensor_cores : gpu::AttentionKernel::simt; };
-    const auto experts = [&](bool on) { return on && tc ? gpu::GroupedGemmKernel::tensor_cores : gpu::GroupedGemmKernel::simt; };
+    // What a bf16 model takes where the device has tensor cores (8.0+), SIMT otherwise.
+    const bool tc = gpu::current_device().major >= 8;
+    const auto tc_attention = tc ? gpu::AttentionKernel::tensor_cores : gpu::AttentionKernel::simt;
+    const auto tc_experts = tc ? gpu::GroupedGemmKernel::tensor_cores : gpu::GroupedGemmKernel::simt;
     using Tiny = testing::ComplexityTiny;  // head dim 16
     using Wide = testing::ComplexityWide;  // head dim 64
     const auto tiny = testing::complexity_case<Tiny>(19, false);
@@ -286,7 +287,7 @@ TEST_CASE("a model starts with tensor cores where its storage type, head dim and
     CHECK(fp32.kernels().experts == gpu::GroupedGemmKernel::simt);
     gpu::ComplexityModel<Tiny, bf16> head_dim_16(host_weights<Tiny>(tiny), 1, 8);
     CHECK(head_dim_16.kernels().attention == gpu::AttentionKernel::simt);
-    CHECK(head_dim_16.kernels().experts == experts(true));
+    CHECK(head_dim_16.kernels().experts == tc_experts);
     head_dim_16.use_kernels(gpu::KernelChoice{});
     CHECK(head_dim_16.kernels().experts == gpu::GroupedGemmKernel::simt);
 
@@ -294,8 +295,8 @@ TEST_CASE("a model starts with tensor cores where its storage type, head dim and
     const auto tokens = random_tokens(batch * T, Wide::vocab, 17);
     const auto w = testing::complexity_case<Wide>(18, true);
     gpu::ComplexityModel<Wide, bf16> wide(host_weights<Wide>(w), 1, 8);
-    CHECK(wide.kernels().attention == attention(true));
-    CHECK(wide.kernels().experts == experts(true));
+    CHECK(wide.kernels().attention == tc_attention);
+    CHECK(wide.kernels().experts == tc_experts);
     CHECK(wide.kernels().expert_row_kernel_max == gpu::default_expert_row_kernel_max);
     // The default runs what it names, and stays within the bf16 bound of the CPU model.
     const auto by_default = gpu_logits<Wide, bf16>(w, tokens, batch, std::nullopt);

@@ -135,7 +135,7 @@ TEST_CASE("bf16 at head dim 64: the default kernels and the SIMT ones stay withi
         const auto wt = testing::weights_from<PrismWeights<C>>(w);
         const cuda::PrismModel<C, bf16> model(wt, 1, 8);
         CHECK(model.kernels().attention ==
-              (cuda::current_compute_major() >= 8 ? cuda::AttentionKernel::tensor_cores : cuda::AttentionKernel::simt));
+              (cuda::current_device().major >= 8 ? cuda::AttentionKernel::tensor_cores : cuda::AttentionKernel::simt));
     }
     CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch), want) < 2e-2);
     CHECK(testing::relative_error(gpu_logits<C, bf16>(w, tokens, batch, cuda::KernelChoice{}), want) < 2e-2);

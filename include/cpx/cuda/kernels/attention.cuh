@@ -290,11 +290,9 @@ template <int D, class T>
 void launch_tensor_core_attention(const kernels::AttentionArgs<T>& a, dim3 grid, cudaStream_t stream) {
     constexpr int bytes = kernels::TcAttentionLayout<D>::bytes;
     [[maybe_unused]] static const bool prepared = [] {
-        int device = 0, major = 0;
-        CPX_CUDA_CHECK(cudaGetDevice(&device));
-        CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        require<Error>(major >= 8, "causal_attention: the tensor-core kernel needs compute capability 8.0 or newer, ",
-                       "device ", device, " has ", major, ".x");
+        const CurrentDevice device = current_device();
+        require<Error>(device.major >= 8, "causal_attention: the tensor-core kernel needs compute capability 8.0 or "
+                       "newer, device ", device.id, " has ", device.major, ".x");
         CPX_CUDA_CHECK(cudaFuncSetAttribute(kernels::causal_attention_tensor_cores<D, T>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
         return true;

@@ -158,11 +158,9 @@ void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, Gr
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles));
     if (kernel == GroupedGemmKernel::tensor_cores) {
         if constexpr (sixteen_bit) {
-            int device = 0, major = 0;
-            CPX_CUDA_CHECK(cudaGetDevice(&device));
-            CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-            require<Error>(major >= 8, "grouped GEMM: tensor-core kernels need compute capability 8.0 or newer, device ",
-                           device, " has ", major, ".x");
+            const CurrentDevice device = current_device();
+            require<Error>(device.major >= 8, "grouped GEMM: tensor-core kernels need compute capability 8.0 or newer, "
+                           "device ", device.id, " has ", device.major, ".x");
             kernels::grouped_gemm_tensor_cores<kernels::GroupedGemmArgs<TA, TW, TO>, TA, TO, SwiGLU>
                 <<<grid, kernels::tc_threads, 0, stream>>>(a);
         }

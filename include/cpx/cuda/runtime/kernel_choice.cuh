@@ -66,12 +66,16 @@ constexpr KernelChoice preferred_kernels(int head_dim, int compute_major) {
     return k;
 }
 
-/// Compute capability (major) of the current device.
-inline int current_compute_major() {
-    int device = 0, major = 0;
-    CPX_CUDA_CHECK(cudaGetDevice(&device));
-    CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    return major;
+/// The current device and its compute capability (major): what the defaults and the
+/// tensor-core launchers' checks read.
+struct CurrentDevice {
+    int id = 0, major = 0;
+};
+inline CurrentDevice current_device() {
+    CurrentDevice d;
+    CPX_CUDA_CHECK(cudaGetDevice(&d.id));
+    CPX_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, d.id));
+    return d;
 }
 
 /// Refuses, where it is set, a choice the model's storage type or head dim cannot take.

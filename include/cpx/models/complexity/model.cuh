@@ -293,7 +293,7 @@ private:
     RopeTable rope_;
     KvCache<T> cache_;
     AttentionSplits splits_{Gpu::head_dim};  ///< key-split decode attention (few sequences)
-    KernelChoice kernels_ = preferred_kernels<T>(attention_head_dim, current_compute_major());
+    KernelChoice kernels_ = preferred_kernels<T>(attention_head_dim, current_device().major);
     DeviceBuffer<float> h_, last_;  ///< last_: each sequence's last row when lengths differ
     DeviceBuffer<T> a_mu_, qkv_, attn_, rotated_, m_, h_copy_, dense_scratch_;  ///< qkv_ and attn_ hold u and y with PRISM
     /// PRISM attention's signal and noise tables (nothing for mu-guided attention).

@@ -147,7 +147,7 @@ private:
     PrismRope<Attention> rope_;
     KvCache<T> cache_;
     AttentionSplits splits_{D};  ///< key-split decode attention (few sequences)
-    KernelChoice kernels_ = preferred_kernels<T>(attention_head_dim, current_compute_major());
+    KernelChoice kernels_ = preferred_kernels<T>(attention_head_dim, current_device().major);
     DeviceBuffer<float> x_, last_;  ///< last_: each sequence's last row when lengths differ
     DeviceBuffer<T> normed_, u_, rotated_, y_, hidden_;
     DeviceBuffer<T> wte_, wpe_;
