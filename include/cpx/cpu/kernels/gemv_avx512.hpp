@@ -50,6 +50,15 @@
 // 3 KiB); single-row products on bf16 weights gained 5-16%, fp32 ones were
 // level (Zen 5, 2 threads). Tried there without gain: prefetching into L2
 // (T1, T2 hints) and blocks of eight weight rows for a single input row.
+// On AMD Zen 4 prefetching into L2 (T1) pays where the stream is long: the
+// fp32 one-row kernel 4 KiB ahead instead of 1 KiB into L1, the few-row
+// nn.Linear blocks and the experts' row stream (4 KiB ahead, it had none).
+// 187M decode steps, 512 cached tokens, alternated binaries: fp32 batch 1
+// 15.6-19.6 -> 13.3-16.6 ms on two threads, 24.4-26.7 -> 20.3-21.2 on one;
+// batch 4 on bf16 weights (fp32 arithmetic) 17.1-18.3 -> 13.0-13.6 ms, on
+// fp32 weights 24.6-28.9 -> 18.1-25.8. The bf16 one-row kernel with T1 (4 KiB
+// ahead, or the row four ahead) was level within the machine's noise; it
+// keeps T0.
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX-512 by function attribute on every x86 build; linear.hpp
 // calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows and falls
@@ -129,7 +138,7 @@ void in_row_groups(index_t rows, Block&& block) {
 /// of the weights is loaded (bf16: and widened) once for all G rows, G x 4
 /// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
 /// against the inputs split by parity, even and odd summed into one accumulator.
-/// pf: rows to prefetch at the offsets read (null: none).
+/// pf: rows to prefetch at the offsets read, into L2 (null: none).
 template <class W, int G>
 CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
                                      const StridedMatrix<float>& y, index_t o, bool accumulate, const W* const* pf) {
@@ -146,7 +155,7 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
         if constexpr (std::is_same_v<W, float>) {
             __m512 wv[R];
             for (int k = 0; k < R; ++k) {
-                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
                 wv[k] = _mm512_loadu_ps(wr[k] + i);
             }
             for (int g = 0; g < G; ++g) {
@@ -157,7 +166,7 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
             __m512 lo[R], hi[R];
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
-                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
                 const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
                 lo[k] = bf16_low_halves(words);
                 hi[k] = bf16_high_halves(words);
@@ -220,11 +229,12 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
 /// read whole before the next, so a thread's panel is one ascending stream;
 /// four accumulators (64 inputs: four lines of fp32, two of bf16 split into
 /// even and odd) hide the FMA latency. Prefetch distance, measured (Zen 5):
-/// bf16 prefetches the row four ahead at the offset being read; fp32 1 KiB
-/// ahead along the stream (into the next row near a row's end): four rows
-/// ahead (12 KiB for 768 inputs) left one core behind Eigen's GEMV, no
-/// prefetch lost 25% on two threads for 2 KiB rows, and 1 KiB ahead for bf16
-/// was 4-13% slower on short rows.
+/// bf16 prefetches the row four ahead at the offset being read, into L1; 1 KiB
+/// ahead for bf16 was 4-13% slower on short rows. fp32: 4 KiB ahead along the
+/// stream (into the next rows near a row's end), into L2 (Zen 4; the file's
+/// header has the figures); into L1, four rows ahead (12 KiB for 768 inputs)
+/// had left one core behind Eigen's GEMV on Zen 5, no prefetch lost 25% on two
+/// threads for 2 KiB rows.
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
                                    bool accumulate) {
@@ -237,10 +247,13 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
     const index_t in = w.cols, steps = in / unit * unit, body = in / line * line;
     for (index_t o = o0; o < o1; ++o) {
         const W* r = w.data + o * w.ld;
-        // fp32: 1 KiB ahead in the stream; bf16: the row four ahead, at the same offset.
-        const char* ahead = f32 ? reinterpret_cast<const char*>(r) + 1024
+        // fp32: 4 KiB ahead in the stream, into L2; bf16: the row four ahead, at the same offset, into L1.
+        const char* ahead = f32 ? reinterpret_cast<const char*>(r) + 4096
                                 : reinterpret_cast<const char*>(w.data + std::min(o + 4, o1 - 1) * w.ld);
-        const auto prefetch = [&](index_t i) { _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), _MM_HINT_T0); };
+        const auto prefetch = [&](index_t i) {
+            if constexpr (f32) _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), _MM_HINT_T1);
+            else _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), _MM_HINT_T0);
+        };
         __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         index_t i = 0;
         for (; i < steps; i += unit) {
@@ -514,6 +527,8 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
 /// size, not by the threads, and summed in order, so the result does not
 /// depend on the thread count.
 inline constexpr index_t row_nn_max_rows = 4;
+/// How far ahead in the weight's row stream the row-streaming products ask for lines, into L2.
+inline constexpr index_t row_nn_prefetch_bytes = 4096;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Floats of one row's partial sums: whole strips of 16 nn_strip_vectors columns.
 template <class W>
@@ -546,6 +561,9 @@ CPX_TARGET_AVX512 void gemv_row_nn_part(const StridedMatrix<const float>& x, ind
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) xv[g] = _mm512_set1_ps(x.row(m0 + g)[i]);
         for (index_t s = 0; s < strips; ++s) {
+            const char* ahead = reinterpret_cast<const char*>(wr + s * strip) + row_nn_prefetch_bytes;
+#pragma GCC unroll 4
+            for (int l = 0; l < static_cast<int>(strip * sizeof(W) / 64); ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T1);
             __m512 wv[NB];
             load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
 #pragma GCC unroll 4
