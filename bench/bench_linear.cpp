@@ -222,6 +222,7 @@ void register_all() {
         for (index_t rows : {4, 8, 16}) {  // batched decode
             decode<float>(s, rows, 2);
             decode<bf16>(s, rows, 2);
+            if (cpu::best_bf16_level() != cpu::Bf16Level::none) decode<float>(s, rows, 2, Product::linear_bf16_packed);
         }
     }
     // The tied output head (one row per decode step; 98 MB of fp32 weights for the 187M model,

@@ -83,15 +83,19 @@ void gemm_f32_packed(int m, int n, int k, int threads) {
         });
 }
 
-void memory_read(std::size_t mib, int threads) {
-    add("machine/memory_read/mib:" + std::to_string(mib) + "/threads:" + std::to_string(threads),
+/// The read rate, the bare stream or with L2 prefetches ahead (cpx::bench::read_all); the
+/// suites' read ceiling is the faster of the two.
+void memory_read(std::size_t mib, int threads, bool prefetch) {
+    add(std::string("machine/memory_read") + (prefetch ? "_prefetch" : "") + "/mib:" + std::to_string(mib) +
+            "/threads:" + std::to_string(threads),
         [=](benchmark::State& state) {
             const std::size_t n = (mib << 20) / sizeof(float);
-            std::vector<float> buf(n, 1.0f);
+            const cpx::cpu::AlignedVector<float> buf = cpx::bench::read_buffer(mib << 20);
             cpx::bench::Work w;
             w.bytes = static_cast<double>(n * sizeof(float));
-            cpx::bench::run(state, w,
-                            [&] { benchmark::DoNotOptimize(cpx::bench::read_all(buf.data(), n, threads)); });
+            cpx::bench::run(state, w, [&] {
+                benchmark::DoNotOptimize(cpx::bench::read_all(buf.data(), n, threads, prefetch));
+            });
         });
 }
 
@@ -120,7 +124,8 @@ void register_all() {
         }
     }
     for (std::size_t mib : {16, 64, 512, 2048})
-        for (int threads : {1, 2}) memory_read(mib, threads);
+        for (int threads : {1, 2})
+            for (bool prefetch : {false, true}) memory_read(mib, threads, prefetch);
 }
 
 }  // namespace

@@ -214,7 +214,8 @@ class Report:
             "bytes the work must move; `frac_of_gemm` = GFLOP/s over Eigen's fp32 GEMM rate for the same "
             "products' shapes measured in the same binary at the same thread count (several products: their "
             "time-weighted combination); `frac_of_bandwidth` = GB/s over the memory read rate measured in the "
-            "same binary (512 MiB buffer, measured again just before each case and repetition), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
+            "same binary (512 MiB buffer, measured again just before each case and repetition; the faster of a bare "
+            "read and a read that prefetches 4 KiB ahead into L2), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
             "2 bytes. The PyTorch peer runs the same cases (names, shapes, threads) and is timed the same way "
             "(warm-up, repetitions, median).", "")
 
@@ -238,7 +239,8 @@ class Report:
                              f"{self.o(n, 'GFLOP_per_s'):.0f} GFLOP/s ({fpct(self.o(n, 'frac_of_bf16_peak'))} of the "
                              f"bf16 peak)"))
             else:
-                rows.append((f"memory read, {p['mib']} MiB", p["threads"], f"{self.o(n, 'GB_per_s'):.1f} GB/s"))
+                how = " with L2 prefetches ahead" if "memory_read_prefetch" in n else ""
+                rows.append((f"memory read{how}, {p['mib']} MiB", p["threads"], f"{self.o(n, 'GB_per_s'):.1f} GB/s"))
         if rows:
             self.emit("## The machine's limits (bench_machine)", "",
                       "Every suite measures its own ceilings for its own shapes; these are the reference points.", "")
