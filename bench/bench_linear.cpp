@@ -137,8 +137,9 @@ std::vector<cpu::PackedWeight> packed_pool(index_t out, index_t in) {
 
 /// `rows` rows (one per sequence of a decode step) through an `in` -> `out` weight, threaded over
 /// output panels. The weights come from memory on every call, so the bound is their bytes at the
-/// read rate measured in this binary; GFLOP/s against the fp32 FMA peak shows how close a batch
-/// comes to being compute-bound instead.
+/// read rate measured in this binary; GFLOP/s against the peak of the instruction the product runs
+/// on (fp32 FMA, or the bf16 one under bf16 arithmetic) shows how close a batch comes to being
+/// compute-bound instead.
 template <class W>
 void decode(const std::string& name, index_t in, index_t out, index_t rows, int threads, Product product,
             cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
@@ -158,7 +159,10 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
         work.flops = 2.0 * static_cast<double>(size) * static_cast<double>(rows);
         work.bytes = static_cast<double>(size * (packs.empty() ? sizeof(W) : 2));
         work.read_ceiling = bench::machine_read_gbps(threads);
-        if (rows > 1) work.fma_peak = bench::machine_fma_peak_gflops(threads);
+        if (rows > 1) {  // how close a batch comes to the peak of the instruction it runs on
+            if (product == Product::linear_bf16_packed) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
+            else work.fma_peak = bench::machine_fma_peak_gflops(threads);
+        }
         bench::run(state, work, [&] {
             const std::size_t copy = next++ % copies;
             const W* w = pool.data() + (packs.empty() ? copy : 0) * size;

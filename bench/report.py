@@ -363,7 +363,8 @@ class Report:
 
         ratios_row("bf16 prefill ≥ 1.25 × OpenVINO bf16 (ours: `compute:bf16`)", self.ov,
                    r"^model/complexity/(187M|384M)/bf16/prefill/", 1.25)
-        layers = [n for n in self.names(r"^linear/.*/bf16_compute/") if self.o(n, "frac_of_bf16_peak") is not None]
+        layers = [n for n in self.names(r"^linear/.*/bf16_compute/")  # prefill: decode rows are read-bound
+                  if self.o(n, "frac_of_bf16_peak") is not None and params(n).get("tokens", 0) >= 128]
         if layers and self.names(r"^machine/peak/amx_bf16/"):  # the bf16 peak is then the AMX tiles'
             summary.append(self.fraction_row("GEMM-bound layers, bf16 arithmetic on AMX ≥ 40% of the AMX tile peak",
                                              layers, "frac_of_bf16_peak", 0.40))
@@ -476,8 +477,9 @@ class Report:
         self.emit(table(hdr(["GB/s", "of DRAM read"]), self.layer_rows(r"^(rmsnorm|layernorm|rope)/",
                                                                       ["GB_per_s", "frac_of_bandwidth"])), "")
         self.emit("### Projections (`cpu::linear`, `cpu::matmul`)", "",
-                  "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`, and 4 or 16 "
-                  "rows for a batched step, against the FMA peak too) against the memory read rate, weights rotating "
+                  "Prefill (512/2048 rows) against Eigen's GEMM of the same shape; decode (`tokens:1`, and 4, 8 or 16 "
+                  "rows for a batched step, against the peak of the instruction too: fp32 FMA, or the bf16 peak for "
+                  "`bf16_compute`) against the memory read rate, weights rotating "
                   "through 1 GiB of copies. `matmul/expert_*` rows are a routed expert's input-major products at the "
                   "rows a decode step sends it. `*_portable` rows run the same decode products with the AVX-512 "
                   "kernels switched off (`cpu::VectorIsaLimit`), as on a CPU without AVX-512. `eigen_gemv` is Eigen's own "
