@@ -250,10 +250,8 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
         // fp32: 4 KiB ahead in the stream, into L2; bf16: the row four ahead, at the same offset, into L1.
         const char* ahead = f32 ? reinterpret_cast<const char*>(r) + 4096
                                 : reinterpret_cast<const char*>(w.data + std::min(o + 4, o1 - 1) * w.ld);
-        const auto prefetch = [&](index_t i) {
-            if constexpr (f32) _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), _MM_HINT_T1);
-            else _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), _MM_HINT_T0);
-        };
+        constexpr auto hint = f32 ? _MM_HINT_T1 : _MM_HINT_T0;  // an enum in GCC, an int in Clang
+        const auto prefetch = [&](index_t i) { _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), hint); };
         __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         index_t i = 0;
         for (; i < steps; i += unit) {
