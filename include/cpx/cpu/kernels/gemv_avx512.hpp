@@ -56,9 +56,8 @@
 // 187M decode steps, 512 cached tokens, alternated binaries: fp32 batch 1
 // 15.6-19.6 -> 13.3-16.6 ms on two threads, 24.4-26.7 -> 20.3-21.2 on one;
 // batch 4 on bf16 weights (fp32 arithmetic) 17.1-18.3 -> 13.0-13.6 ms, on
-// fp32 weights 24.6-28.9 -> 18.1-25.8. The bf16 one-row kernel with T1 (4 KiB
-// ahead, or the row four ahead) was level within the machine's noise; it
-// keeps T0.
+// fp32 weights 24.6-28.9 -> 18.1-25.8. The bf16 one-row kernel is fastest
+// there with no software prefetch at all (gemv_row_nt).
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX-512 by function attribute on every x86 build; linear.hpp
 // calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows and falls
@@ -226,56 +225,40 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
 /// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row against
 /// weights in nn.Linear layout; for bf16 weights xs is the row as
 /// split_row_by_parity made it, for fp32 the row itself. Each weight row is
-/// read whole before the next, so a thread's panel is one ascending stream;
-/// four accumulators (64 inputs: four lines of fp32, two of bf16 split into
-/// even and odd) hide the FMA latency. Prefetch distance, measured (Zen 5):
-/// bf16 prefetches the row four ahead at the offset being read, into L1; 1 KiB
-/// ahead for bf16 was 4-13% slower on short rows. fp32: 4 KiB ahead along the
-/// stream (into the next rows near a row's end), into L2 (Zen 4; the file's
-/// header has the figures); into L1, four rows ahead (12 KiB for 768 inputs)
-/// had left one core behind Eigen's GEMV on Zen 5, no prefetch lost 25% on two
-/// threads for 2 KiB rows.
+/// read whole before the next, so a thread's panel is one ascending stream.
+/// fp32: four accumulators over 64 inputs (four lines) per step, lines 4 KiB
+/// ahead in the stream prefetched into L2 (Zen 4; the file's header has the
+/// figures; into L1, four rows ahead, had left one core behind Eigen's GEMV on
+/// Zen 5). bf16: one line (32 inputs, an even and an odd vector) per step and
+/// no software prefetch. On Zen 4 one core streamed bf16 weights at 29-31
+/// GB/s that way where it reads 30-34, against 22-25 with the former two
+/// lines per step and the row four ahead prefetched into L1 (26-28 with that
+/// loop and no prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or
+/// into L1 2-4 KiB ahead all read less): 2560x768 to 32000x768 products,
+/// one thread, alternated in one process.
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
                                    bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
-    constexpr bool f32 = std::is_same_v<W, float>;
     constexpr index_t line = 64 / static_cast<index_t>(sizeof(W));  // inputs per 64-byte line
-    constexpr index_t unit = 64;                                     // inputs per step: four vectors of sums
-    // The tail past the steps: whole lines (fp32: 16 inputs, one vector; bf16:
-    // 32, an even and an odd vector), then single inputs.
-    const index_t in = w.cols, steps = in / unit * unit, body = in / line * line;
+    const index_t in = w.cols, body = in / line * line;
     for (index_t o = o0; o < o1; ++o) {
         const W* r = w.data + o * w.ld;
-        // fp32: 4 KiB ahead in the stream, into L2; bf16: the row four ahead, at the same offset, into L1.
-        const char* ahead = f32 ? reinterpret_cast<const char*>(r) + 4096
-                                : reinterpret_cast<const char*>(w.data + std::min(o + 4, o1 - 1) * w.ld);
-        constexpr auto hint = f32 ? _MM_HINT_T1 : _MM_HINT_T0;  // an enum in GCC, an int in Clang
-        const auto prefetch = [&](index_t i) { _mm_prefetch(ahead + i * static_cast<index_t>(sizeof(W)), hint); };
         __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         index_t i = 0;
-        for (; i < steps; i += unit) {
+        if constexpr (std::is_same_v<W, float>) {
+            constexpr index_t unit = 64;  // four lines, one vector each
+            const char* ahead = reinterpret_cast<const char*>(r) + 4096;
+            for (const index_t steps = in / unit * unit; i < steps; i += unit) {
 #pragma GCC unroll 4
-            for (index_t l = 0; l < unit; l += line) prefetch(i + l);
-            if constexpr (f32) {
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; ++k)
+                for (int k = 0; k < 4; ++k) {
+                    _mm_prefetch(ahead + 4 * (i + 16 * k), _MM_HINT_T1);
                     a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16 * k), _mm512_loadu_ps(xs + i + 16 * k), a[k]);
-            } else {
-#pragma GCC unroll 2
-                for (int k = 0; k < 2; ++k) {
-                    const __m512i words = _mm512_loadu_si512(&r[i + 32 * k].bits);
-                    a[2 * k] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i + 32 * k), a[2 * k]);
-                    a[2 * k + 1] =
-                        _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 32 * k + 16), a[2 * k + 1]);
                 }
             }
-        }
-        for (; i < body; i += line) {
-            prefetch(i);
-            if constexpr (f32) {
-                a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
-            } else {
+            for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
+        } else {
+            for (; i < body; i += line) {
                 const __m512i words = _mm512_loadu_si512(&r[i].bits);
                 a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
                 a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
