@@ -112,8 +112,8 @@ std::vector<double> layernorm(const std::vector<double>& x, int n, const W& w, c
 }
 
 /// y = x W^T + b for W [out, in] (nn.Linear layout); an empty bias means none.
-template <class W>
-std::vector<double> linear(const std::vector<double>& x, int in, const W& w, const W& b, int out) {
+template <class W, class B>
+std::vector<double> linear(const std::vector<double>& x, int in, const W& w, const B& b, int out) {
     const int rows = static_cast<int>(x.size()) / in;
     std::vector<double> y(std::size_t(rows) * out);
     for (int r = 0; r < rows; ++r)

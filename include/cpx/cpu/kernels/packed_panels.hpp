@@ -25,6 +25,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/cpu/runtime/compute.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 
@@ -147,7 +148,7 @@ private:
         else return from_float<T>(to_float(v));
     }
 
-    AlignedVector<T> data_;
+    WeightVector<T> data_;
     index_t n_ = 0, k_ = 0, groups_ = 0, panels_ = 0;
 };
 

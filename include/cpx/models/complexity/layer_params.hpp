@@ -29,6 +29,7 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/dtype.hpp"
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/math/prism_lambda.hpp"
 #include "cpx/models/tensor_slot.hpp"
 
@@ -96,8 +97,8 @@ struct MuGqaAttentionParams {
     static constexpr const char* mu_projections[3] = {"self_attn.mu_to_q.weight", "self_attn.mu_to_k.weight",
                                                       "self_attn.mu_to_v.weight"};
 
-    cpu::AlignedVector<W> qkv;                 ///< [qkv_width, input_width]
-    cpu::AlignedVector<W> o_proj;              ///< [hidden, q_width]
+    cpu::WeightVector<W> qkv;                 ///< [qkv_width, input_width]
+    cpu::WeightVector<W> o_proj;              ///< [hidden, q_width]
     cpu::AlignedVector<float> q_norm, k_norm;  ///< [head_dim]
 
     MuGqaAttentionParams()
@@ -136,7 +137,7 @@ struct PrismAttentionParams {
     static constexpr bool needs_orthogonal = true;
     static constexpr int u_rows = 2 * C::heads * C::prism_head_dim;
 
-    cpu::AlignedVector<W> u;  ///< [u_rows, hidden]
+    cpu::WeightVector<W> u;  ///< [u_rows, hidden]
     float lambda = static_cast<float>(prism_lambda_start);
 
     PrismAttentionParams() : u(detail::count(u_rows, C::hidden)) {}
@@ -160,8 +161,8 @@ struct RoutedExpertParams {
     static_assert(C::routed, "routed experts need a token_routed or learned_router configuration");
     static constexpr int E = C::experts, I = C::expert_width, S = C::shared_width;
 
-    cpu::AlignedVector<W> gate_up, down;                ///< routed experts
-    cpu::AlignedVector<W> shared_gate_up, shared_down;  ///< the shared expert (empty without one)
+    cpu::WeightVector<W> gate_up, down;                ///< routed experts
+    cpu::WeightVector<W> shared_gate_up, shared_down;  ///< the shared expert (empty without one)
 
     RoutedExpertParams()
         : gate_up(detail::count(E, C::hidden, 2 * I)), down(detail::count(E, I, C::hidden)),
@@ -233,7 +234,7 @@ struct LearnedRouterMlpParams : RoutedExpertParams<C, W> {
     using weight_type = W;
     static constexpr bool needs_orthogonal = false;
 
-    cpu::AlignedVector<W> router;  ///< [experts, hidden]
+    cpu::WeightVector<W> router;  ///< [experts, hidden]
 
     LearnedRouterMlpParams() : router(detail::count(C::experts, C::hidden)) {}
 
@@ -255,7 +256,7 @@ struct DenseMlpParams {
     static constexpr bool needs_orthogonal = false;
     static constexpr int I = C::expert_width;
 
-    cpu::AlignedVector<W> gate_up, down;
+    cpu::WeightVector<W> gate_up, down;
 
     DenseMlpParams() : gate_up(detail::count(2 * I, C::hidden)), down(detail::count(C::hidden, I)) {}
 
@@ -287,7 +288,7 @@ struct MuGuidanceParams {
     static constexpr bool needs_orthogonal = false;
 
     cpu::AlignedVector<float> mu;   ///< [hidden]
-    cpu::AlignedVector<W> mu_proj;  ///< [hidden, hidden]
+    cpu::WeightVector<W> mu_proj;  ///< [hidden, hidden]
 
     MuGuidanceParams() : mu(C::hidden, 0.0f), mu_proj(detail::count(C::hidden, C::hidden)) {}
 

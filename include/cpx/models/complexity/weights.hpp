@@ -35,6 +35,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
+#include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/models/complexity/layer_params.hpp"
 #include "cpx/models/initialize_slots.hpp"
 #include "cpx/models/tensor_slot.hpp"
@@ -86,7 +87,7 @@ struct ComplexityWeights {
         std::vector<std::int32_t> routes;
     };
 
-    cpu::AlignedVector<W> embed_tokens;  // [V, d]
+    cpu::WeightVector<W> embed_tokens;  // [V, d]
     cpu::AlignedVector<float> norm;      // [d]
     cpu::AlignedVector<float> mu_init;   // [d] (mu models)
     std::vector<Layer> layers;
