@@ -52,7 +52,8 @@
 // (T1, T2 hints) and blocks of eight weight rows for a single input row.
 // On AMD Zen 4 prefetching into L2 (T1) pays where the stream is long: the
 // fp32 one-row kernel 4 KiB ahead instead of 1 KiB into L1, the few-row
-// nn.Linear blocks and the experts' row stream (4 KiB ahead, it had none).
+// nn.Linear blocks and the experts' row stream from two input rows (4 KiB
+// ahead; one row is faster with none, row_nn_prefetch_rows).
 // 187M decode steps, 512 cached tokens, alternated binaries: fp32 batch 1
 // 15.6-19.6 -> 13.3-16.6 ms on two threads, 24.4-26.7 -> 20.3-21.2 on one;
 // batch 4 on bf16 weights (fp32 arithmetic) 17.1-18.3 -> 13.0-13.6 ms, on
@@ -508,8 +509,16 @@ CPX_TARGET_AVX512 void gemv_block_nn(const StridedMatrix<const float>& x, index_
 /// size, not by the threads, and summed in order, so the result does not
 /// depend on the thread count.
 inline constexpr index_t row_nn_max_rows = 4;
-/// How far ahead in the weight's row stream the row-streaming products ask for lines, into L2.
+/// How far ahead in the weight's row stream the row-streaming products ask for lines, into L2,
+/// from row_nn_prefetch_rows input rows; one row streams faster without. AMD Zen 4, the 187M
+/// expert's products from memory (768 x 1024 and 512 x 768), one thread: one row 20-22 -> 29
+/// GB/s without them on bf16 weights, 24 -> 27-28 on fp32, and the 187M batch-1 decode step on
+/// one thread 10.2-11.2 -> 9.5-10.7 ms (bf16). Two rows also streamed faster without them alone
+/// (bf16 18-19 -> 22 GB/s), but the batch-4 step, whose busy experts take two rows each, was 5-10%
+/// slower on two threads; four rows are bound by their sums' loads and stores and read 11.5
+/// (bf16) and 14.4 GB/s (fp32) with the prefetches, 10.7 and 12 without.
 inline constexpr index_t row_nn_prefetch_bytes = 4096;
+inline constexpr int row_nn_prefetch_rows = 2;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Floats of one row's partial sums: whole strips of 16 nn_strip_vectors columns.
 template <class W>
@@ -542,9 +551,12 @@ CPX_TARGET_AVX512 void gemv_row_nn_part(const StridedMatrix<const float>& x, ind
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) xv[g] = _mm512_set1_ps(x.row(m0 + g)[i]);
         for (index_t s = 0; s < strips; ++s) {
-            const char* ahead = reinterpret_cast<const char*>(wr + s * strip) + row_nn_prefetch_bytes;
+            if constexpr (G >= row_nn_prefetch_rows) {
+                const char* ahead = reinterpret_cast<const char*>(wr + s * strip) + row_nn_prefetch_bytes;
 #pragma GCC unroll 4
-            for (int l = 0; l < static_cast<int>(strip * sizeof(W) / 64); ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T1);
+                for (int l = 0; l < static_cast<int>(strip * sizeof(W) / 64); ++l)
+                    _mm_prefetch(ahead + 64 * l, _MM_HINT_T1);
+            }
             __m512 wv[NB];
             load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
 #pragma GCC unroll 4
