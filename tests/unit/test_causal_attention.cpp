@@ -469,8 +469,8 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
         MESSAGE("decode value pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
         return;
     }
-    const index_t n = 37, p_stride = 41, v_stride = 100;
-    for (int dim : {32, 64, 96}) {
+    const index_t n = 37, p_stride = 41, v_stride = 230;
+    for (int dim : {32, 64, 96, 128, 224}) {  // passes of 128 (up to two rows), 64 and 32
         for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
             CAPTURE(dim);
             CAPTURE(rows);
