@@ -118,7 +118,13 @@ cpu::AlignedVector<W>& weight_pool() {
     // Cache-line aligned like a model's weights (and every copy, the shapes being whole lines):
     // glibc places large blocks 16 bytes past a page, which splits every 64-byte load over two
     // lines and made the few-row products up to 3x slower than in a model.
-    static cpu::AlignedVector<W> pool((std::size_t{1} << 30) / sizeof(W), from_float<W>(0.01f));
+    // Values that vary along the pool (a cycle of 997, no multiple of a page's elements), so no
+    // two pages are alike and no same-page merging can turn the reads into hits on one page.
+    static cpu::AlignedVector<W> pool = [] {
+        cpu::AlignedVector<W> p((std::size_t{1} << 30) / sizeof(W));
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] = from_float<W>(0.01f + 1e-5f * static_cast<float>(i % 997));
+        return p;
+    }();
     return pool;
 }
 
@@ -127,12 +133,22 @@ cpu::AlignedVector<W>& weight_pool() {
 /// (cpu::matmul), or Eigen's GEMV as the one-row fp32 baseline.
 enum class Product { linear, linear_bf16_packed, matmul, eigen_gemv };
 
-/// bf16 packs of one [out, in] weight filling 1 GiB, like weight_pool's copies.
+/// bf16 packs of [out, in] weights filling 1 GiB, like weight_pool's copies; each pack of
+/// another scale of one normal weight, so that no two copies' pages are alike.
 std::vector<cpu::PackedWeight> packed_pool(index_t out, index_t in) {
-    const auto w = bench::normal_vector<float>(static_cast<std::size_t>(out * in), 0.02, 2);
-    const auto one = cpu::PackedWeight::pack(cpu::rows_of<const float>(w.data(), out, in), cpu::WeightOrientation::out_in,
-                                             cpu::Compute::bf16);
-    return std::vector<cpu::PackedWeight>(std::max<std::size_t>(1, (std::size_t{1} << 30) / one.bytes()), one);
+    auto w = bench::normal_vector<float>(static_cast<std::size_t>(out * in), 0.02, 2);
+    const auto pack = [&] {
+        return cpu::PackedWeight::pack(cpu::rows_of<const float>(w.data(), out, in), cpu::WeightOrientation::out_in,
+                                       cpu::Compute::bf16);
+    };
+    std::vector<cpu::PackedWeight> packs;
+    packs.push_back(pack());
+    const std::size_t copies = std::max<std::size_t>(1, (std::size_t{1} << 30) / packs.front().bytes());
+    while (packs.size() < copies) {
+        for (float& v : w) v *= 1.001f;
+        packs.push_back(pack());
+    }
+    return packs;
 }
 
 /// `rows` rows (one per sequence of a decode step) through an `in` -> `out` weight, threaded over
