@@ -17,7 +17,8 @@
 // rounded up to whole huge pages only where that costs at most an eighth of it
 // (storage_bytes): the 187M model with fp32 weights and its caches took 12 MiB
 // more resident memory, 384M 52 MiB (~3%).
-// Define CPX_NO_HUGE_PAGES to keep 4 KiB pages.
+// Define CPX_NO_HUGE_PAGES to keep 4 KiB pages. A model's weights, many of them
+// under 2 MiB, share huge-page slabs instead (weight_arena.hpp).
 
 #include <cstddef>
 #include <new>
