@@ -3,13 +3,15 @@
 //
 // A decode step streams every weight once, one matrix after the other. Weights
 // of less than a huge page each had their own allocation (aligned_buffer.hpp)
-// and so 4 KiB pages, where one core reads 30-40% slower (a TLB miss every 4
-// KiB); on the 187M model with bf16 weights that is o_proj, mu_proj and the
-// shared expert, ~36% of each layer. Placing the weights in common slabs puts
-// all of them on huge pages. The bf16 matrices of a 187M decode step (the 73
-// nn.Linear products, 184 MB) read through the one-row kernel at 25 GB/s on
-// one thread and 47 on two as separate allocations, at 31 and 57-58 from one
-// buffer, where one stream of the same bytes reads at 31 and 61-63 (AMD Zen 4).
+// and so 4 KiB pages, which one core reads ~30% slower (19-20 against 28-29
+// GB/s in a plain read; a TLB miss every 4 KiB). On the 187M model with bf16
+// weights those are o_proj, mu_proj and the shared expert: 4.7 of each layer's
+// 18 MB, and of the 11 MB a batch-1 decode step reads of it (one expert).
+// Placing the weights in common slabs puts all of them on huge pages. The bf16
+// matrices of a 187M decode step (the 73 nn.Linear products, 184 MB) read
+// through the one-row kernel at 25 GB/s on one thread and 47 on two as separate
+// allocations, at 31 and 57-58 from one buffer, where one stream of the same
+// bytes reads at 31 and 61-63 (AMD Zen 4).
 //
 // A slab is slab_bytes (64 MiB), 2 MiB aligned, advised for huge pages; pieces
 // are carved in order on cache lines, and a piece of more than half a slab gets

@@ -97,8 +97,8 @@ struct MuGqaAttentionParams {
     static constexpr const char* mu_projections[3] = {"self_attn.mu_to_q.weight", "self_attn.mu_to_k.weight",
                                                       "self_attn.mu_to_v.weight"};
 
-    cpu::WeightVector<W> qkv;                 ///< [qkv_width, input_width]
-    cpu::WeightVector<W> o_proj;              ///< [hidden, q_width]
+    cpu::WeightVector<W> qkv;                  ///< [qkv_width, input_width]
+    cpu::WeightVector<W> o_proj;               ///< [hidden, q_width]
     cpu::AlignedVector<float> q_norm, k_norm;  ///< [head_dim]
 
     MuGqaAttentionParams()

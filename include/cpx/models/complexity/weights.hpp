@@ -87,7 +87,7 @@ struct ComplexityWeights {
         std::vector<std::int32_t> routes;
     };
 
-    cpu::WeightVector<W> embed_tokens;  // [V, d]
+    cpu::WeightVector<W> embed_tokens;   // [V, d]
     cpu::AlignedVector<float> norm;      // [d]
     cpu::AlignedVector<float> mu_init;   // [d] (mu models)
     std::vector<Layer> layers;

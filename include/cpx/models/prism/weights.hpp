@@ -41,9 +41,9 @@ template <PrismConfigType C, class W>
 struct PrismLayerWeights {
     static constexpr index_t d = C::hidden;
     cpu::AlignedVector<float> ln_1_weight, ln_1_bias, ln_2_weight, ln_2_bias;  // [d]; biases empty without bias
-    cpu::WeightVector<W> u;                                                   // attn.u_proj.weight [2HD, d]
+    cpu::WeightVector<W> u;                                                    // attn.u_proj.weight [2HD, d]
     float lambda = static_cast<float>(prism_lambda_start);                     // attn.lambda_q
-    cpu::WeightVector<W> c_fc_weight, c_proj_weight;                          // [4d, d], [d, 4d]
+    cpu::WeightVector<W> c_fc_weight, c_proj_weight;                           // [4d, d], [d, 4d]
     cpu::AlignedVector<float> c_fc_bias, c_proj_bias;                          // [4d], [d]
 
     Vector<const float> ln_1_w() const { return Vector<const float>(ln_1_weight.data(), d); }
@@ -62,7 +62,7 @@ struct PrismWeights {
 
     using Layer = PrismLayerWeights<C, W>;
 
-    cpu::WeightVector<W> wte, wpe;                 // [V, d] (also the tied head), [block_size, d]
+    cpu::WeightVector<W> wte, wpe;                     // [V, d] (also the tied head), [block_size, d]
     cpu::AlignedVector<float> ln_f_weight, ln_f_bias;  // [d]
     std::vector<Layer> layers;
 
