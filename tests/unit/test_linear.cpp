@@ -85,16 +85,17 @@ TEST_CASE("linear and matmul match the reference with bf16 weights (fp32 arithme
 
 TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails, accumulation", W, float, bf16) {
     // Decode's kernels (one to gemv_max_rows rows) split the output into panels
-    // per thread, the input-major ones into strips of 64 columns, and handle the
-    // input in blocks of 16 or 32 (one row: 64 inputs at a time) and the rows
-    // in groups of 4 (input-major weights: up to 4 rows stream the weight rows
-    // into partial sums over chunks of the input), or (nn.Linear weights from avx512::lanes_min_rows: 5 rows
-    // for fp32, 10 for bf16) one row per vector lane (8 lanes up to 8 fp32 rows,
-    // else 16) and the outputs in blocks of 8: these sizes leave remainders in
-    // every direction and cover both sides of the lane thresholds and widths.
-    // Every kernel family the machine runs (AVX-512 and portable) is checked.
+    // per thread and handle the input in blocks of 16 or 32 (one row: 64 inputs
+    // at a time) and the rows in groups of 4, or (nn.Linear weights from
+    // avx512::lanes_min_rows: 6 rows for fp32, 14 for bf16) one row per vector
+    // lane (8 lanes up to 8 rows, else 16) and the outputs in blocks of 8; the
+    // input-major ones split the input into chunks, read in bands of 8 weight
+    // rows (one row: each weight row whole) into strips of 64 columns. These
+    // sizes leave remainders in every direction and cover both sides of the
+    // lane thresholds and widths. Every kernel family the machine runs
+    // (AVX-512 and portable) is checked.
     const auto isas = testing::vector_isas();
-    for (int rows : {1, 2, 3, 4, 5, 8, 9, 11, 16})
+    for (int rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 16})
         for (int in : {800, 1061})
             for (int out : {1027, 2050}) {
                 CAPTURE(rows);

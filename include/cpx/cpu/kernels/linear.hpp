@@ -346,37 +346,26 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     }
     const int threads = max_threads();
     if (m <= gemv_max_rows) {
-        // Few rows: the fused kernel for any weight type. Wide column panels (one
-        // per thread, at most nn_panel) keep each weight row segment long and
-        // contiguous; their accumulators live on the stack.
+#ifdef CPX_HAVE_GEMV_AVX512
+        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+            if (vector_isa() == VectorIsa::avx512) {
+                // The weight's rows read in order, into partial sums kept in scratch (sized for
+                // any few-row count, so that a step with another batch size allocates nothing).
+                float* const parts =
+                    scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch(in, out, gemv_max_rows)));
+                avx512::gemv_rows_nn_streamed(x, w, y, mode == Write::accumulate, parts);
+                return;
+            }
+        }
+#endif
+        // Few rows, portable: wide column panels (one per thread, at most nn_panel) keep each
+        // weight row segment long and contiguous; their accumulators live on the stack.
         constexpr index_t nn_panel = 1024;
         const index_t per_thread = (out + threads - 1) / threads;
         const index_t pw = std::min(nn_panel, std::max<index_t>(64, (per_thread + 15) / 16 * 16));
         const index_t panels = (out + pw - 1) / pw;
-#ifdef CPX_HAVE_GEMV_AVX512
-        const bool avx512 = vector_isa() == VectorIsa::avx512;
-        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
-            if (avx512) {
-                // Sized for any few-row count, so that a step with another batch size
-                // than the one before allocates nothing.
-                float* const parts = scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch<W>(in, out)));
-                if (m <= avx512::row_nn_max_rows) {  // the weight's rows streamed in order
-                    avx512::gemv_rows_nn_streamed(x, w, y, mode == Write::accumulate, parts);
-                    return;
-                }
-            }
-        }
-#endif
 #pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
         for (index_t p = 0; p < panels; ++p) {
-#ifdef CPX_HAVE_GEMV_AVX512
-            if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
-                if (avx512) {
-                    avx512::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                    continue;
-                }
-            }
-#endif
             alignas(cache_line) float acc[gemv_max_rows * nn_panel];
             detail::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode, acc);
         }
@@ -408,7 +397,7 @@ template <class W>
 void reserve_matmul(LinearScratch& scratch, index_t in, index_t out) {
 #ifdef CPX_HAVE_GEMV_AVX512
     if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>)
-        (void)scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch<W>(in, out)));
+        (void)scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch(in, out, gemv_max_rows)));
 #else
     (void)scratch, (void)in, (void)out;
 #endif
