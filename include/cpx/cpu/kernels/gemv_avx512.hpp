@@ -74,8 +74,6 @@
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
 #include <algorithm>
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
@@ -312,8 +310,8 @@ struct Lanes<8> {
 
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
 /// against every lane of xt (L lanes per input); adds or writes the rows of y.
-/// `next`: the first row of the block after this one, whose rows are prefetched
-/// at the offsets read (`o_end`: the panel's end; its last row stands in past it).
+/// The next block's rows are prefetched at the offsets read (`o_end`: the panel's
+/// end; its last row stands in for rows past it).
 template <class W, int L>
 CPX_TARGET_AVX512
 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
@@ -332,9 +330,6 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
     // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
     constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
     const index_t body = in / step * step;
-    // bf16: each line widened once into fp32 here, so that every weight is one
-    // FMA with its broadcast from memory, as for fp32 weights.
-    alignas(64) float widened[std::is_same_v<W, float> ? 1 : R][2 * 16];
     for (index_t i = 0; i < body; i += step) {
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + i), _MM_HINT_T1);
         if constexpr (std::is_same_v<W, float>) {
@@ -345,7 +340,10 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
                 for (int r = 0; r < R; ++r) acc[r] = Lanes<L>::fma(wr[r][i + k], xv, acc[r]);
             }
         } else {
-            // widened[r][j]: input i + 2j (a word's low half), widened[r][16 + j]: input i + 2j + 1.
+            // Each line widened once into fp32, so that every weight is one FMA with its
+            // broadcast from memory, as for fp32 weights. widened[r][j]: input i + 2j (a
+            // word's low half), widened[r][16 + j]: input i + 2j + 1.
+            alignas(64) float widened[R][2 * 16];
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
                 const __m512i words = _mm512_loadu_si512(&wr[r][i].bits);
