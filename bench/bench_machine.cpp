@@ -109,7 +109,7 @@ void register_all() {
         sgemm(2048, 8716, 1024, threads);  // 384M dense gate|up
     }
     for (int threads : {1, 2}) {
-        if (cpx::cpu::cpu_features().avx512f) {
+        if (cpx::cpu::gemm_f32_packed_available()) {  // AVX2 or AVX-512: the FMA peak and our kernel
             peak("fma_f32", cpx::bench::machine_fma_peak_gflops, threads);
             gemm_f32_packed(1024, 1024, 1024, threads);
             gemm_f32_packed(2048, 2048, 2048, threads);

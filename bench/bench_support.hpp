@@ -67,7 +67,7 @@ inline double machine_gemm_gflops(int m, int n, int k) {
 /// Register-resident loops of one instruction, enough independent accumulators
 /// per thread to cover its latency: the arithmetic peak of the chip, which no
 /// kernel can pass. Each returns a value that depends on every accumulator.
-/// `vfmadd231ps` counts 32 FLOP per 512-bit instruction, `vdpbf16ps` 64 (16 lanes
+/// `vfmadd231ps` counts 32 FLOP per 512-bit instruction (16 per 256-bit one), `vdpbf16ps` 64 (16 lanes
 /// x 2 products x multiply-add), an AMX `tdpbf16ps` of 16 x 16 fp32 outputs over
 /// 32 bf16 inputs 16,384.
 inline constexpr int register_loop_accumulators = 24;
@@ -80,6 +80,23 @@ __attribute__((target("avx512f"))) inline double fma_f32_loop(long iterations) {
         for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
     float sum = 0;
     for (auto& a : acc) sum += _mm512_reduce_add_ps(a);
+    return sum;
+}
+/// The AVX2 machine's loop: 12 of its 16 registers accumulate (two FMA pipes, 4-5 cycles each).
+inline constexpr int register_loop_accumulators_avx2 = 12;
+__attribute__((target("avx2,fma"))) inline double fma_f32_avx2_loop(long iterations) {
+    __m256 acc[register_loop_accumulators_avx2];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    const __m256 x = _mm256_set1_ps(1e-7f), y = _mm256_set1_ps(1.0f);
+    for (long i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+        for (auto& a : acc) a = _mm256_fmadd_ps(x, y, a);
+    alignas(32) float lanes[8];
+    float sum = 0;
+    for (auto& a : acc) {
+        _mm256_store_ps(lanes, a);
+        for (float v : lanes) sum += v;
+    }
     return sum;
 }
 __attribute__((target("avx512f,avx512bf16"))) inline double dpbf16_loop(long iterations) {
@@ -140,13 +157,14 @@ inline double peak_gflops(double (*loop)(long), double flop_per_iteration, int t
     return threads * static_cast<double>(iterations) * flop_per_iteration / s * 1e-9;
 }
 
-/// The fp32 FMA peak (AVX-512), GFLOP/s, with `threads` threads (0 without AVX-512F).
+/// The fp32 FMA peak (AVX-512, else AVX2), GFLOP/s, with `threads` threads (0 without either).
 inline double machine_fma_peak_gflops(int threads) {
     static std::map<int, double> cache;
     if (auto it = cache.find(threads); it != cache.end()) return it->second;
-    return cache[threads] = cpx::cpu::cpu_features().avx512f
-                                ? peak_gflops(fma_f32_loop, register_loop_accumulators * 32.0, threads)
-                                : 0.0;
+    const auto& f = cpx::cpu::cpu_features();
+    return cache[threads] = f.avx512f ? peak_gflops(fma_f32_loop, register_loop_accumulators * 32.0, threads)
+                            : f.avx2  ? peak_gflops(fma_f32_avx2_loop, register_loop_accumulators_avx2 * 16.0, threads)
+                                      : 0.0;
 }
 
 /// The vdpbf16ps peak, GFLOP/s, with `threads` threads (0 without AVX512_BF16).

@@ -85,7 +85,7 @@ Options parse(int argc, char** argv, const std::string& program) {
         ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
     app.add_option("--compute", o.compute,
                    "arithmetic of the matrix products, with either --dtype: fp32 (stored weights); "
-                   "fp32_packed (fp32 on weights packed once for the AVX-512 kernel, +4 bytes per weight); bf16 "
+                   "fp32_packed (fp32 on weights packed once for our AVX-512 or AVX2 kernel, +4 bytes per weight); bf16 "
                    "(bf16 inputs, fp32 sums, needs AVX512_BF16, +2 bytes per weight). Missing instructions: fp32 "
                    "runs (docs/BF16.md)")
         ->check(CLI::IsMember({"fp32", "fp32_packed", "bf16"}))->capture_default_str();

@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/cpu/kernels/gemm_bf16.hpp>
+#include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 
 #include <cmath>
 #include <limits>
@@ -151,6 +152,8 @@ TEST_CASE("run-time CPU features are consistent") {
 #endif
     // The automatically chosen kernels: the machine's set, capped for a scope, restored after it.
     CHECK((cpu::machine_vector_isa() == cpu::VectorIsa::avx512) == f.avx512f);
+    CHECK((cpu::machine_vector_isa() == cpu::VectorIsa::avx2) == (f.avx2 && !f.avx512f));
+    CHECK(cpu::gemm_f32_packed_available() == (f.avx2 || f.avx512f));
     CHECK(cpu::vector_isa() == cpu::machine_vector_isa());
     {
         const cpu::VectorIsaLimit limit(cpu::VectorIsa::portable);

@@ -12,15 +12,26 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "vector_isas.hpp"
 
 using namespace cpx;
 
 namespace {
 
-bool have_avx512() {
-    if (cpu::gemm_f32_packed_available()) return true;
-    MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
-    return false;
+/// Runs `check` once per micro-kernel this machine has (AVX-512, AVX2), each chosen by capping
+/// the vector set; with neither, says why it skipped.
+template <class Check>
+void on_each_kernel(Check&& check) {
+    if (!cpu::gemm_f32_packed_available()) {
+        MESSAGE("skipped: this machine has neither AVX2 nor AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
+        if (isa == cpu::VectorIsa::portable) continue;  // the packed product needs AVX2 at least
+        const cpu::VectorIsaLimit limit(isa);
+        CAPTURE(cpu::vector_isa_name(isa));
+        check();
+    }
 }
 
 /// Checks y (read from a strided block) against the exact product; w is [n, k].
@@ -106,80 +117,86 @@ TEST_CASE("fp32 packing is exact, padding is zero") {
 }
 
 TEST_CASE("packed fp32 product: tails in M, N and K, both modes, both orientations") {
-    if (!have_avx512()) return;
-    run_tail_cases<cpu::PackedF32>();
+    on_each_kernel([&] {
+        run_tail_cases<cpu::PackedF32>();
+    });
 }
 
 TEST_CASE("packed fp32 product on a bf16 weight's panels: tails in M, N and K (odd K too), both modes and orientations") {
-    if (!have_avx512()) return;
-    run_tail_cases<cpu::PackedBf16>();
+    on_each_kernel([&] {
+        run_tail_cases<cpu::PackedBf16>();
+    });
 }
 
 TEST_CASE("packed fp32 product: inputs over several blocks, the last one short") {
-    if (!have_avx512()) return;
-    // Each input block after the first adds to the accumulators the one before stored.
-    const int k = static_cast<int>(2 * cpu::gemm_f32_detail::block_depth) + 37;
-    for (bool accumulate : {false, true}) {
-        run_case<cpu::PackedF32>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
-        run_case<cpu::PackedBf16>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);  // odd: the last pair half
-        run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, cpu::WeightOrientation::out_in);
-    }
+    on_each_kernel([&] {
+        // Each input block after the first adds to the accumulators the one before stored.
+        const int k = static_cast<int>(2 * cpu::gemm_f32_detail::block_depth) + 37;
+        for (bool accumulate : {false, true}) {
+            run_case<cpu::PackedF32>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
+            run_case<cpu::PackedBf16>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);  // odd: the last pair half
+            run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, cpu::WeightOrientation::out_in);
+        }
+    });
 }
 
 TEST_CASE("packed fp32 product on bf16 panels: an odd K never reads x past its row") {
-    if (!have_avx512()) return;
-    // x rows are strided with a NaN right after each row's last input: the pad input of the
-    // last pair meets a zero weight, and 0 x NaN would poison the row if it were read.
-    const int m = 8, k = 45, n = 70, x_stride = 46;
-    const auto w = bf16_values(testing::random_normal(static_cast<std::size_t>(n) * k, 21, 0.05f));
-    const auto w16 = to_bf16(w);
-    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(w16.data(), n, k), cpu::WeightOrientation::out_in);
-    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 22);
-    std::vector<float> xs(static_cast<std::size_t>(m) * x_stride, std::nanf(""));
-    for (int r = 0; r < m; ++r)
-        for (int i = 0; i < k; ++i) xs[static_cast<std::size_t>(r) * x_stride + i] = x[static_cast<std::size_t>(r) * k + i];
-    for (int threads : {0, 1}) {
-        CAPTURE(threads);
-        std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
-        cpu::gemm_f32_packed(StridedMatrix<const float>{xs.data(), m, k, x_stride}, packed.view(),
-                             cpu::rows_of(y.data(), m, n), false, threads);
-        check_exact(x, w, y, m, k, n, n, 0, nullptr);
-    }
+    on_each_kernel([&] {
+        // x rows are strided with a NaN right after each row's last input: the pad input of the
+        // last pair meets a zero weight, and 0 x NaN would poison the row if it were read.
+        const int m = 8, k = 45, n = 70, x_stride = 46;
+        const auto w = bf16_values(testing::random_normal(static_cast<std::size_t>(n) * k, 21, 0.05f));
+        const auto w16 = to_bf16(w);
+        const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(w16.data(), n, k), cpu::WeightOrientation::out_in);
+        const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 22);
+        std::vector<float> xs(static_cast<std::size_t>(m) * x_stride, std::nanf(""));
+        for (int r = 0; r < m; ++r)
+            for (int i = 0; i < k; ++i) xs[static_cast<std::size_t>(r) * x_stride + i] = x[static_cast<std::size_t>(r) * k + i];
+        for (int threads : {0, 1}) {
+            CAPTURE(threads);
+            std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
+            cpu::gemm_f32_packed(StridedMatrix<const float>{xs.data(), m, k, x_stride}, packed.view(),
+                                 cpu::rows_of(y.data(), m, n), false, threads);
+            check_exact(x, w, y, m, k, n, n, 0, nullptr);
+        }
+    });
 }
 
 TEST_CASE("packed fp32 product: strided input and output; columns beside the output are untouched") {
-    if (!have_avx512()) return;
-    const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
-    const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 18);
-    std::vector<float> x(static_cast<std::size_t>(m) * k);
-    for (int r = 0; r < m; ++r)
-        for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
-    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 19, 0.05f);
-    const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
-    cpu::gemm_f32_packed(StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
-                         StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false);
-    check_exact(x, w, y, m, k, n, y_stride, y_offset, nullptr);
-    int touched = 0;
-    for (int r = 0; r < m; ++r)
-        for (int j = 0; j < y_stride; ++j)
-            if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
-    CHECK(touched == 0);
+    on_each_kernel([&] {
+        const int m = 19, k = 45, n = 77, x_stride = 52, y_stride = 90, y_offset = 5;
+        const auto xw = testing::random_normal(static_cast<std::size_t>(m) * x_stride, 18);
+        std::vector<float> x(static_cast<std::size_t>(m) * k);
+        for (int r = 0; r < m; ++r)
+            for (int i = 0; i < k; ++i) x[r * k + i] = xw[r * x_stride + 3 + i];
+        const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 19, 0.05f);
+        const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+        std::vector<float> y(static_cast<std::size_t>(m) * y_stride, 1234.5f);
+        cpu::gemm_f32_packed(StridedMatrix<const float>{xw.data() + 3, m, k, x_stride}, packed,
+                             StridedMatrix<float>{y.data() + y_offset, m, n, y_stride}, false);
+        check_exact(x, w, y, m, k, n, y_stride, y_offset, nullptr);
+        int touched = 0;
+        for (int r = 0; r < m; ++r)
+            for (int j = 0; j < y_stride; ++j)
+                if ((j < y_offset || j >= y_offset + n) && y[r * y_stride + j] != 1234.5f) ++touched;
+        CHECK(touched == 0);
+    });
 }
 
 TEST_CASE("packed fp32 product: the same result on one thread and on all") {
-    if (!have_avx512()) return;
-    const int m = 150, k = 299, n = 300;
-    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 51);
-    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 52, 0.05f);
-    const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
-    cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false);
-    testing::on_one_thread([&] {
-        cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false);
+    on_each_kernel([&] {
+        const int m = 150, k = 299, n = 300;
+        const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 51);
+        const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 52, 0.05f);
+        const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+        std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
+        cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false);
+        testing::on_one_thread([&] {
+            cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false);
+        });
+        CHECK(all == one);
+        check_exact(x, w, all, m, k, n, n, 0, nullptr);
     });
-    CHECK(all == one);
-    check_exact(x, w, all, m, k, n, n, 0, nullptr);
 }
 
 TEST_CASE("packed fp32 product: shape mismatches are errors") {

@@ -66,7 +66,8 @@ struct Prefetcher {
         end = block + 64 * (lines * ahead.share_end / ahead.shares);
         per_step = static_cast<int>(((end - next) / 64 + steps - 1) / steps);
     }
-    CPX_TARGET_AVX512 void step() {
+    // Prefetch instructions only (SSE): no target attribute, so the AVX2 kernel inlines it too.
+    void step() {
         for (int i = 0; i < per_step && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
     }
 };
@@ -83,7 +84,7 @@ struct Prefetcher {
 inline constexpr int stream_distance = 4096;
 
 /// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`.
-CPX_TARGET_AVX512 inline void fetch_stream(const void* step) {
+inline void fetch_stream(const void* step) {
     const char* p = static_cast<const char*>(step) + stream_distance;
 #pragma GCC unroll 4
     for (int v = 0; v < vectors; ++v) _mm_prefetch(p + 64 * v, _MM_HINT_T0);

@@ -1,8 +1,9 @@
 #pragma once
 // y (= | +=) x . B in fp32 with B packed once at load into fp32 panels
-// (cpu/kernels/packed_panels.hpp) and a register-blocked AVX-512 kernel
-// (cpu/kernels/gemm_f32_avx512.hpp): the product Eigen's GEMM computes, without
-// Eigen's per-call packing of B and with a larger register tile. Summation
+// (cpu/kernels/packed_panels.hpp) and a register-blocked micro-kernel, AVX-512
+// (cpu/kernels/gemm_f32_avx512.hpp) or AVX2 (cpu/kernels/gemm_f32_avx2.hpp) as
+// vector_isa() allows: the product Eigen's GEMM computes, without Eigen's per-call
+// packing of B and with the register tile written for the machine. Summation
 // order differs from Eigen's, so results agree to fp32 rounding, not bit for bit.
 // Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 1024 values.
 //
@@ -10,19 +11,22 @@
 // weights): widened exactly in the kernel, the same fp32 product of the same values
 // from half the bytes.
 //
-// Needs AVX-512 (cpu_features().avx512f) at run time; elsewhere callers keep
-// Eigen (gemm_f32_packed_available() says which).
+// Needs AVX2 and FMA at least at run time; elsewhere callers keep Eigen
+// (gemm_f32_packed_available() says which).
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/cpu_features.hpp"
+#include "cpx/cpu/kernels/gemm_f32_avx2.hpp"
 #include "cpx/cpu/kernels/gemm_f32_avx512.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/kernels/panel_gemm.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"
 
 namespace cpx::cpu {
 
@@ -30,20 +34,46 @@ namespace gemm_f32_detail {
 /// Inputs per block (panel_gemm.hpp): a panel's block is 64 columns x 1024 x 4 bytes = 256 KiB,
 /// read from L2 (four loads per 24 FMAs, which L2 sustains). Against L1-sized blocks (128
 /// inputs), which loaded and stored each tile's accumulators eight times as often, whole-model
-/// prefill took 4-11% less time on one thread (Zen 5, alternated binaries).
+/// prefill took 4-11% less time on one thread (Zen 5, alternated binaries). The AVX2 tile
+/// (Zen 3) ran no faster with blocks of 256 or 512 inputs.
 inline constexpr index_t block_depth = 1024;
 }  // namespace gemm_f32_detail
 
-/// Whether this machine can run gemm_f32_packed.
+#if defined(CPX_HAVE_GEMM_F32_AVX512) && defined(CPX_HAVE_GEMM_F32_AVX2)
+#define CPX_HAVE_GEMM_F32_PACKED 1
+#endif
+
+/// Whether this machine can run gemm_f32_packed (AVX2 and FMA, or AVX-512).
 inline bool gemm_f32_packed_available() {
-#ifdef CPX_HAVE_GEMM_F32_AVX512
-    return cpu_features().avx512f;
+#ifdef CPX_HAVE_GEMM_F32_PACKED
+    return cpu_features().avx512f || cpu_features().avx2;
 #else
     return false;
 #endif
 }
 
 namespace gemm_f32_detail {
+#ifdef CPX_HAVE_GEMM_F32_PACKED
+/// The two micro-kernels behind one interface. `passes`: how many times a tile walks its
+/// input steps (the AVX2 tile once per column strip), over which its prefetches spread.
+struct Avx512Kernel {
+    static constexpr int tile_rows = avx512_f32::tile_rows;
+    static constexpr index_t passes = 1;
+    template <class... A>
+    static void tile_rows_n(A&&... a) { avx512_f32::tile_rows_n(std::forward<A>(a)...); }
+    template <class... A>
+    static void tile_bf16_rows_n(A&&... a) { avx512_f32::tile_bf16_rows_n(std::forward<A>(a)...); }
+};
+struct Avx2Kernel {
+    static constexpr int tile_rows = avx2_f32::tile_rows;
+    static constexpr index_t passes = avx2_f32::passes;
+    template <class... A>
+    static void tile_rows_n(A&&... a) { avx2_f32::tile_rows_n(std::forward<A>(a)...); }
+    template <class... A>
+    static void tile_bf16_rows_n(A&&... a) { avx2_f32::tile_bf16_rows_n(std::forward<A>(a)...); }
+};
+#endif
+
 /// Both panel types: T = float (fp32 panels) or bf16 (bf16 panels of a bf16 weight, widened).
 template <class T>
 void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const StridedMatrix<float>& y, bool accumulate,
@@ -52,7 +82,8 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
                         " features, the weight expects ", b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_f32_packed: output is [", y.rows, ", ",
                         y.cols, "], expected [", x.rows, ", ", b.outputs(), "]");
-    require<InputError>(gemm_f32_packed_available(), "gemm_f32_packed needs AVX-512, which this machine lacks (",
+    require<InputError>(gemm_f32_packed_available(),
+                        "gemm_f32_packed needs AVX2 and FMA or AVX-512, which this machine lacks (",
                         cpu_features().summary(), ")");
     const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups();
     if (m == 0 || n == 0) return;
@@ -61,27 +92,33 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
             for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
         return;
     }
-#ifdef CPX_HAVE_GEMM_F32_AVX512
-    namespace k = avx512_f32;
+#ifdef CPX_HAVE_GEMM_F32_PACKED
     constexpr index_t group = PackedPanelsView<T>::group;
     const index_t panels = b.panels();
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, inputs));
+    // One loop nest for both micro-kernels.
+    const auto run = [&]<class Kernel>(Kernel) {
+        static_assert(Kernel::tile_rows == avx512_f32::tile_rows, "panel_gemm's row blocks assume one tile height");
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    panel_gemm::thread_share(thread_index(), team_size(), m, panels, depth, block_depth / group, k::tile_rows,
-                             [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
-                                 const panel_gemm::Lookahead& next) {
-                                 const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
-                                 const bool load_c = accumulate || !first_block;
-                                 const avx512_tile::Prefetcher ahead(b, next, gn);
-                                 if constexpr (std::is_same_v<T, float>) {
-                                     k::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn,
-                                                    y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
-                                 } else {  // an odd K leaves the last pair half: x has no input past the row
-                                     const bool half_last = g + gn == depth && inputs % 2 != 0;
-                                     k::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
-                                                         y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
-                                 }
-                             });
+        panel_gemm::thread_share(
+            thread_index(), team_size(), m, panels, depth, block_depth / group, Kernel::tile_rows,
+            [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
+                const panel_gemm::Lookahead& next) {
+                const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
+                const bool load_c = accumulate || !first_block;
+                const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes);
+                if constexpr (std::is_same_v<T, float>) {
+                    Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols,
+                                        y.ld, cols, load_c, ahead);
+                } else {  // an odd K leaves the last pair half: x has no input past the row
+                    const bool half_last = g + gn == depth && inputs % 2 != 0;
+                    Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
+                                             y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
+                }
+            });
+    };
+    if (vector_isa() == VectorIsa::avx512) run(Avx512Kernel{});
+    else run(Avx2Kernel{});
 #else
     (void)max_team;
 #endif

@@ -1,16 +1,17 @@
 #pragma once
 // Which vector instruction set the automatically chosen CPU kernels use (the
-// few-row products of decode, decode's attention products), decided at run time.
+// few-row products of decode, decode's attention products, the packed fp32
+// product's micro-kernel), decided at run time: portable < avx2 < avx512.
 //
-// Those kernels are compiled by function attribute (CPX_TARGET_AVX512), not by
-// the build's flags, so a build for generic x86-64 carries them and calls them
-// only where cpu_features() reports AVX-512. A process-wide cap lets one process
-// run the portable kernels too: the tests check both on an AVX-512 machine, and
-// a benchmark can time both.
+// Those kernels are compiled by function attribute (CPX_TARGET_AVX512,
+// CPX_TARGET_AVX2), not by the build's flags, so a build for generic x86-64
+// carries them and calls them only where cpu_features() reports the set. A
+// process-wide cap lets one process run the narrower kernels too: the tests
+// check every level the machine has, and a benchmark can time them side by side.
 //
-// The packed products (Compute::fp32_packed, Compute::bf16) are the user's
-// explicit choice and keep their own availability checks; the cap does not
-// touch them.
+// Compute::bf16 keeps its own availability check (bf16 instructions); the cap
+// does not touch it. Compute::fp32_packed needs AVX2 at least and runs the
+// AVX-512 tile where the capped set is avx512, the AVX2 tile otherwise.
 
 #include <atomic>
 #include <cstdint>
@@ -22,16 +23,20 @@
 /// Compile one function for AVX-512 F/BW/DQ/VL whatever the build's -march, with FMA3 for the
 /// 256-bit FMAs of the lane kernels (every AVX-512 CPU has it; GCC does not imply it).
 #define CPX_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
-/// The same plus AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
+/// AVX2 with FMA3 (the 256-bit kernels for CPUs without AVX-512).
+#define CPX_TARGET_AVX2 __attribute__((target("avx2,fma")))
+/// AVX-512 plus AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
 #define CPX_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
 #endif
 
 namespace cpx::cpu {
 
 /// Vector instruction sets of the automatically chosen kernels, in increasing order.
-enum class VectorIsa : std::uint8_t { portable, avx512 };
+enum class VectorIsa : std::uint8_t { portable, avx2, avx512 };
 
-constexpr std::string_view vector_isa_name(VectorIsa isa) { return isa == VectorIsa::avx512 ? "avx512" : "portable"; }
+constexpr std::string_view vector_isa_name(VectorIsa isa) {
+    return isa == VectorIsa::avx512 ? "avx512" : isa == VectorIsa::avx2 ? "avx2" : "portable";
+}
 
 namespace detail {
 inline std::atomic<VectorIsa>& vector_isa_cap() {
@@ -43,7 +48,8 @@ inline std::atomic<VectorIsa>& vector_isa_cap() {
 /// The widest set this build carries kernels for and this machine (CPU and OS) runs.
 inline VectorIsa machine_vector_isa() {
 #ifdef CPX_X86
-    return cpu_features().avx512f ? VectorIsa::avx512 : VectorIsa::portable;
+    const CpuFeatures& f = cpu_features();
+    return f.avx512f ? VectorIsa::avx512 : f.avx2 ? VectorIsa::avx2 : VectorIsa::portable;
 #else
     return VectorIsa::portable;
 #endif

@@ -1,0 +1,175 @@
+#pragma once
+// The AVX2 micro-kernel of the packed fp32 product (cpu/kernels/gemm_f32_packed.hpp), for
+// CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 2 and 3, Intel client cores). It reads the
+// same 64-column panels as the AVX-512 kernel (cpu/kernels/gemm_f32_avx512.hpp), so one
+// packed weight serves both, and it is the same product up to summation order.
+//
+// Sixteen 8-lane registers cannot hold a 64-column tile of several rows, so a tile walks its
+// panel in column strips, each a full pass over the block's inputs: 6 rows x 16 columns (12
+// accumulators, 2 B vectors and a broadcast: two loads and six broadcasts per 12 FMAs),
+// 2 rows x 32 columns, or 1 row x 64 columns (decode: the panel read as one stream, each
+// weight used once, straight from memory into its FMA). The block's B part stays in L2
+// between strips; the first strip of a multi-row tile fetches every line of the group
+// (all strips' lines) ahead, so the later strips read it from cache.
+//
+// bf16 panels (a weight stored in bf16, Compute::fp32_packed) hold two consecutive inputs of
+// one column per 32-bit word: the same 256 bytes per input pair as fp32 per input, widened
+// exactly in registers (even input: word << 16, odd: word & 0xffff0000).
+//
+// Compiled by function attribute, called only where cpu_features() reports AVX2 and FMA.
+
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
+#define CPX_HAVE_GEMM_F32_AVX2 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/avx512_tile.hpp"  // Prefetcher, fetch_stream (prefetch instructions only)
+#include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"    // CPX_TARGET_AVX2
+
+namespace cpx::cpu::avx2_f32 {
+
+/// Rows per tile (the same as the AVX-512 kernel's: panel_gemm's row blocks are multiples of it).
+inline constexpr int tile_rows = 6;
+/// Strips of a full panel for a tile of more than two rows: the factor by which the caller
+/// spreads a tile's prefetches (avx512_tile::Prefetcher) over more input steps.
+inline constexpr index_t passes = packed_panel_cols / 16;
+
+/// 8-lane vectors per strip for a tile of MR rows: what fits 16 registers.
+template <int MR>
+inline constexpr int strip_vectors = MR == 1 ? 8 : MR == 2 ? 4 : 2;
+static_assert(packed_panel_cols % 64 == 0, "a panel is whole strips of every width");
+
+/// The accumulators of an MR-row strip of NV vectors over C's columns [0, cols) of the strip.
+template <int MR, int NV>
+struct Accumulators {
+    __m256 v[MR][NV];
+    __m256i mask[NV];
+
+    CPX_TARGET_AVX2 Accumulators(const float* c, index_t ldc, index_t cols, bool load_c) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int j = 0; j < NV; ++j) {
+            const index_t left = cols - 8 * j;
+            const int valid = left >= 8 ? 8 : left <= 0 ? 0 : static_cast<int>(left);
+            mask[j] = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lane);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+            for (int j = 0; j < NV; ++j)
+                v[r][j] = load_c ? _mm256_maskload_ps(c + r * ldc + 8 * j, mask[j]) : _mm256_setzero_ps();
+    }
+    CPX_TARGET_AVX2 void store(float* c, index_t ldc) const {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+            for (int j = 0; j < NV; ++j) _mm256_maskstore_ps(c + r * ldc + 8 * j, mask[j], v[r][j]);
+    }
+};
+
+namespace detail {
+/// acc[r][.] += a[r] * b[.] for one input of the strip whose NV vectors start at `b`.
+template <int MR, int NV>
+CPX_TARGET_AVX2 inline void step(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t k, const float* b) {
+    __m256 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + 8 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(arow[r] + k);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm256_fmadd_ps(av, bv[v], acc.v[r][v]);
+    }
+}
+
+/// One half of a bf16 input pair: its even (Odd = false) or odd inputs, widened; `b` points
+/// at the strip's words of the pair.
+template <int MR, int NV, bool Odd>
+CPX_TARGET_AVX2 inline void half_pair(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t p, const bf16* b) {
+    __m256 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+        const __m256i words = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 16 * v));
+        bv[v] = _mm256_castsi256_ps(Odd ? _mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))
+                                        : _mm256_slli_epi32(words, 16));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(arow[r] + 2 * p + (Odd ? 1 : 0));
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc.v[r][v] = _mm256_fmadd_ps(av, bv[v], acc.v[r][v]);
+    }
+}
+
+/// Prefetches for the input step at `group` (the group's first byte) of strip `strip`.
+template <int MR, bool Ahead>
+inline void fetch(avx512_tile::Prefetcher& ahead, const void* group, index_t strip) {
+    if constexpr (Ahead) ahead.step();
+    else if constexpr (MR > 1)
+        if (strip == 0) avx512_tile::fetch_stream(group);
+}
+}  // namespace detail
+
+/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs, strip by strip.
+template <int MR, bool Ahead>
+CPX_TARGET_AVX2 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
+                                 index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
+    constexpr int NV = strip_vectors<MR>;
+    const float* arow[MR];
+    for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
+    for (index_t s = 0; s * 8 * NV < cols; ++s) {
+        const index_t c0 = s * 8 * NV;
+        Accumulators<MR, NV> acc(c + c0, ldc, cols - c0, load_c);
+        for (index_t k = 0; k < depth; ++k) {
+            const float* bk = b + k * packed_panel_cols;
+            detail::fetch<MR, Ahead>(ahead, bk, s);
+            detail::step(acc, arow, k, bk + c0);
+        }
+        acc.store(c + c0, ldc);
+    }
+}
+
+/// tile<rows> for 1 <= rows <= tile_rows.
+inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
+                        index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, depth, c, ldc, cols, load_c, ahead); });
+}
+
+/// tile() on bf16 panels over `pairs` input pairs. `half_last`: the last pair has only its even
+/// input (an odd K): a[.., 2 pairs - 1] is neither read nor multiplied.
+template <int MR, bool Ahead>
+CPX_TARGET_AVX2 inline void tile_bf16(const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last, float* c,
+                                      index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
+    constexpr int NV = strip_vectors<MR>;
+    const float* arow[MR];
+    for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
+    const index_t full = half_last ? pairs - 1 : pairs;
+    for (index_t s = 0; s * 8 * NV < cols; ++s) {
+        const index_t c0 = s * 8 * NV;
+        Accumulators<MR, NV> acc(c + c0, ldc, cols - c0, load_c);
+        for (index_t p = 0; p < full; ++p) {
+            const bf16* bp = b + p * (packed_panel_cols * 2);
+            detail::fetch<MR, Ahead>(ahead, bp, s);
+            detail::half_pair<MR, NV, false>(acc, arow, p, bp + 2 * c0);
+            detail::half_pair<MR, NV, true>(acc, arow, p, bp + 2 * c0);
+        }
+        if (half_last) detail::half_pair<MR, NV, false>(acc, arow, full, b + full * (packed_panel_cols * 2) + 2 * c0);
+        acc.store(c + c0, ldc);
+    }
+}
+
+/// tile_bf16<rows> for 1 <= rows <= tile_rows.
+inline void tile_bf16_rows_n(int rows, const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
+                             float* c, index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() {
+        tile_bf16<R, Ahead>(a, lda, b, pairs, half_last, c, ldc, cols, load_c, ahead);
+    });
+}
+
+}  // namespace cpx::cpu::avx2_f32
+
+#endif
