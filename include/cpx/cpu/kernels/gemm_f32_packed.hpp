@@ -72,6 +72,31 @@ struct Avx2Kernel {
     template <class... A>
     static void tile_bf16_rows_n(A&&... a) { avx2_f32::tile_bf16_rows_n(std::forward<A>(a)...); }
 };
+
+/// The loop nest of both micro-kernels on `threads` threads (checked shapes, nonempty).
+template <class Kernel, class T>
+void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const StridedMatrix<float>& y, bool accumulate,
+         int threads) {
+    static_assert(Kernel::tile_rows == avx512_f32::tile_rows, "panel_gemm's row blocks assume one tile height");
+    constexpr index_t group = PackedPanelsView<T>::group;
+    const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups(), panels = b.panels();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    panel_gemm::thread_share(
+        thread_index(), team_size(), m, panels, depth, block_depth / group, Kernel::tile_rows,
+        [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block, const panel_gemm::Lookahead& next) {
+            const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
+            const bool load_c = accumulate || !first_block;
+            const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes);
+            if constexpr (std::is_same_v<T, float>) {
+                Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols, y.ld,
+                                    cols, load_c, ahead);
+            } else {  // an odd K leaves the last pair half: x has no input past the row
+                const bool half_last = g + gn == depth && inputs % 2 != 0;
+                Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
+                                         y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
+            }
+        });
+}
 #endif
 
 /// Both panel types: T = float (fp32 panels) or bf16 (bf16 panels of a bf16 weight, widened).
@@ -85,7 +110,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
     require<InputError>(gemm_f32_packed_available(),
                         "gemm_f32_packed needs AVX2 and FMA or AVX-512, which this machine lacks (",
                         cpu_features().summary(), ")");
-    const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups();
+    const index_t m = x.rows, n = b.outputs(), inputs = b.inputs();
     if (m == 0 || n == 0) return;
     if (inputs == 0) {
         if (!accumulate)
@@ -93,32 +118,9 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
         return;
     }
 #ifdef CPX_HAVE_GEMM_F32_PACKED
-    constexpr index_t group = PackedPanelsView<T>::group;
-    const index_t panels = b.panels();
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, inputs));
-    // One loop nest for both micro-kernels.
-    const auto run = [&]<class Kernel>(Kernel) {
-        static_assert(Kernel::tile_rows == avx512_f32::tile_rows, "panel_gemm's row blocks assume one tile height");
-#pragma omp parallel num_threads(threads) if (threads > 1)
-        panel_gemm::thread_share(
-            thread_index(), team_size(), m, panels, depth, block_depth / group, Kernel::tile_rows,
-            [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
-                const panel_gemm::Lookahead& next) {
-                const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
-                const bool load_c = accumulate || !first_block;
-                const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes);
-                if constexpr (std::is_same_v<T, float>) {
-                    Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols,
-                                        y.ld, cols, load_c, ahead);
-                } else {  // an odd K leaves the last pair half: x has no input past the row
-                    const bool half_last = g + gn == depth && inputs % 2 != 0;
-                    Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
-                                             y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
-                }
-            });
-    };
-    if (vector_isa() == VectorIsa::avx512) run(Avx512Kernel{});
-    else run(Avx2Kernel{});
+    if (vector_isa() == VectorIsa::avx512) run<Avx512Kernel>(x, b, y, accumulate, threads);
+    else run<Avx2Kernel>(x, b, y, accumulate, threads);
 #else
     (void)max_team;
 #endif
@@ -127,7 +129,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K], B packed [K, N], y [M, N]; x and y may be
 /// strided. `max_team`: at most this many threads (0: as many as pay; 1 from inside a parallel
-/// region). Throws ShapeError on mismatched shapes, InputError where AVX-512 is absent.
+/// region). Throws ShapeError on mismatched shapes, InputError where neither AVX2 nor AVX-512 is present.
 inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsView<float> b, const StridedMatrix<float>& y,
                             bool accumulate, int max_team = 0) {
     gemm_f32_detail::product(x, b, y, accumulate, max_team);

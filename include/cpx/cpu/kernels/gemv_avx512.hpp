@@ -573,14 +573,34 @@ CPX_TARGET_AVX512 void gemv_band_nn_part(const StridedMatrix<const float>& x, in
 }
 }  // namespace detail
 
+namespace detail {
+/// Row r of y (=|+=) the sum over `chunks` of its partial sums. A function of its own: clang
+/// compiles an OpenMP region's body as a separate function without the caller's target.
+template <class W>
+CPX_TARGET_AVX512 void sum_chunks_nn(const float* parts, index_t r, index_t m, index_t chunks, index_t stride,
+                                     index_t out, float* yr, bool accumulate) {
+    constexpr int NB = 4;
+    constexpr index_t strip = row_nn_strip;
+    for (index_t j0 = 0; j0 < out; j0 += strip) {
+        __m512 acc[NB];
+#pragma GCC unroll 4
+        for (int k = 0; k < NB; ++k) acc[k] = _mm512_load_ps(parts + r * stride + j0 + 16 * k);
+        for (index_t c = 1; c < chunks; ++c) {
+            const float* pc = parts + (c * m + r) * stride + j0;
+#pragma GCC unroll 4
+            for (int k = 0; k < NB; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(pc + 16 * k));
+        }
+        store_strip<W, NB>(acc, yr + j0, static_cast<int>(std::min(strip, out - j0)), accumulate);
+    }
+}
+}  // namespace detail
+
 /// y (=|+=) x w for up to 16 input rows (w: [in, out] fp32 or bf16 rows), with
 /// `parts` row_nn_scratch(in, out, x.rows) floats, 64-byte aligned. Threads
 /// take the chunks, then the rows' sums.
 template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                              const StridedMatrix<float>& y, bool accumulate, float* parts) {
-    constexpr int NB = 4;
-    constexpr index_t strip = row_nn_strip;
     const index_t in = w.rows, out = w.cols, m = x.rows, chunks = row_nn_chunks(in), stride = row_nn_stride(out);
 #pragma omp parallel if (chunks > 1 && m * in * out > 32768)
     {
@@ -597,18 +617,7 @@ CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x
             }
         }
 #pragma omp for schedule(static)
-        for (index_t r = 0; r < m; ++r)
-            for (index_t j0 = 0; j0 < out; j0 += strip) {
-                __m512 acc[NB];
-#pragma GCC unroll 4
-                for (int k = 0; k < NB; ++k) acc[k] = _mm512_load_ps(parts + r * stride + j0 + 16 * k);
-                for (index_t c = 1; c < chunks; ++c) {
-                    const float* pc = parts + (c * m + r) * stride + j0;
-#pragma GCC unroll 4
-                    for (int k = 0; k < NB; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(pc + 16 * k));
-                }
-                detail::store_strip<W, NB>(acc, y.row(r) + j0, static_cast<int>(std::min(strip, out - j0)), accumulate);
-            }
+        for (index_t r = 0; r < m; ++r) detail::sum_chunks_nn<W>(parts, r, m, chunks, stride, out, y.row(r), accumulate);
     }
 }
 
