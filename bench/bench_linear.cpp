@@ -6,8 +6,9 @@
 //   weights rotate through copies filling 1 GiB so every call reads them from
 //   memory, not from a cache that a benchmark loop would keep warm. Eigen's own
 //   matrix-vector product (single-threaded in Eigen 3.4) is the baseline, and
-//   `*_portable` rows run the same decode products with the AVX-512 kernels
-//   switched off (cpu::VectorIsaLimit): what a CPU without AVX-512 gets.
+//   `*_portable` rows run the same decode products with the vector kernels
+//   switched off (cpu::VectorIsaLimit): what a CPU without AVX2 gets; on an
+//   AVX-512 machine `*_avx2` rows cap them at AVX2, what a CPU without AVX-512 gets.
 #include "bench_support.hpp"
 
 #include <cpx/cpu/kernels/gemm_f32_packed.hpp>
@@ -207,7 +208,7 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
     std::string variant = product == Product::eigen_gemv           ? "eigen_gemv"
                           : product == Product::linear_bf16_packed ? "bf16_compute"
                                                                    : dtype_name<W>();
-    if (isa == cpu::VectorIsa::portable) variant += "_portable";
+    if (isa != cpu::VectorIsa::avx512) variant += std::string("_") + std::string(cpu::vector_isa_name(isa));
     decode<W>(name_of(s, variant.c_str(), rows, threads), s.in, s.out, rows, threads, product, isa);
 }
 
@@ -215,7 +216,7 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
 template <class W>
 void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads,
                    cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
-    const char* suffix = isa == cpu::VectorIsa::portable ? "_portable" : "";
+    const std::string suffix = isa == cpu::VectorIsa::avx512 ? "" : "_" + std::string(cpu::vector_isa_name(isa));
     decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + suffix + "/tokens:" + std::to_string(rows) +
                   "/threads:" + std::to_string(threads),
               in, out, rows, threads, Product::matmul, isa);
@@ -253,11 +254,15 @@ void register_all() {
         decode<float>(head, 1, threads);
         decode<bf16>(head, 1, threads);
     }
-    for (index_t rows : {1, 16}) {  // the portable kernels, for the first projection
-        decode<float>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);
-        decode<bf16>(shapes[0], rows, 2, Product::linear, cpu::VectorIsa::portable);
-        expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2, cpu::VectorIsa::portable);
-        expert_decode<bf16>("expert_gate_up/187M", 768, 1024, rows, 2, cpu::VectorIsa::portable);
+    // The narrower kernels below the machine's set, for the first projection and an expert.
+    for (cpu::VectorIsa isa : {cpu::VectorIsa::portable, cpu::VectorIsa::avx2}) {
+        if (isa >= cpu::machine_vector_isa()) continue;
+        for (index_t rows : {1, 16}) {
+            decode<float>(shapes[0], rows, 2, Product::linear, isa);
+            decode<bf16>(shapes[0], rows, 2, Product::linear, isa);
+            expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2, isa);
+            expert_decode<bf16>("expert_gate_up/187M", 768, 1024, rows, 2, isa);
+        }
     }
     for (index_t rows : {1, 4, 16}) {  // the 187M model's experts: gate_up [768 -> 1024], down [512 -> 768]
         expert_decode<float>("expert_gate_up/187M", 768, 1024, rows, 2);

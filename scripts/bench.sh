@@ -108,7 +108,7 @@ done
     echo "{"
     echo "  \"cpu\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\","
     echo "  \"cpus\": $(nproc),"
-    echo "  \"flags_avx512\": \"$(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')\","
+    echo "  \"flags_avx512\": \"$(grep -o -w -E 'avx2|fma|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')\","
     echo "  \"l3\": \"$(lscpu | sed -n 's/^L3 cache: *//p' | head -1)\","
     echo "  \"memory\": \"$(free -g | awk '/^Mem:/ {print $2 " GiB"}')\","
     echo "  \"hypervisor\": \"$(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1)\","

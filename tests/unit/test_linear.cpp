@@ -92,8 +92,11 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // input-major ones split the input into chunks, read in bands of 8 weight
     // rows (one row: each weight row whole) into strips of 64 columns. These
     // sizes leave remainders in every direction and cover both sides of the
-    // lane thresholds and widths. Every kernel family the machine runs
-    // (AVX-512 and portable) is checked.
+    // lane thresholds and widths. The AVX2 kernels take 16 inputs per chunk (one
+    // row: two chunks per step), pairs of input rows against four weight rows,
+    // and cut input-major weights into 1, 2 or 4 blocks of rows (800 inputs: 2,
+    // 1061: 4). Every kernel family the machine runs (AVX-512, AVX2, portable) is
+    // checked.
     const auto isas = testing::vector_isas();
     for (int rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 16})
         for (int in : {800, 1061})

@@ -20,8 +20,9 @@
 // on the packs"): bf16 reads half of fp32's bytes with one vdpbf16ps per weight pair,
 // and the fp32 panels stream 64 outputs per input where the GEMVs below read rows.
 //
-// Few-row products run the AVX-512 kernels of cpu/kernels/gemv_avx512.hpp where
-// vector_isa() allows (chosen at run time), the portable loops below otherwise.
+// Few-row products run the AVX-512 kernels of cpu/kernels/gemv_avx512.hpp or the
+// AVX2 ones of cpu/kernels/gemv_avx2.hpp (nn.Linear layout) where vector_isa()
+// allows (chosen at run time), the portable loops below otherwise.
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
@@ -35,6 +36,7 @@
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/kernels/gemm_f32_packed.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/gemv_avx2.hpp"
 #include "cpx/cpu/kernels/gemv_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
@@ -255,11 +257,36 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #else
     constexpr bool avx512 = false;
 #endif
+#ifdef CPX_HAVE_GEMV_AVX2
+    const bool avx2 = vector_isa() == VectorIsa::avx2;
+#else
+    constexpr bool avx2 = false;
+#endif
     // Few rows go to the fused kernels: 16-bit weights always, fp32 weights
-    // from two rows on, and one row too where AVX-512 runs it (without it,
-    // Eigen's GEMV beats the portable loop; for 2-16 rows Eigen runs a small
-    // GEMM that first packs every weight panel).
+    // from two rows on, and one row too where AVX-512 runs it (elsewhere
+    // Eigen's GEMV beats the portable loop and is level with the AVX2 one; for
+    // 2-16 rows Eigen runs a small GEMM that first packs every weight panel).
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1 || avx512)) {
+#ifdef CPX_HAVE_GEMV_AVX2
+        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+            if (avx2) {
+                // bf16: each row split by parity once (the scratch is sized for every few-row count).
+                StridedMatrix<const float> xs = x;
+                if constexpr (std::is_same_v<W, bf16>) {
+                    float* split = scratch.lanes(static_cast<std::size_t>(gemv_max_rows * in));
+                    for (index_t r = 0; r < m; ++r) avx2::split_row_by_parity(x.row(r), in, split + r * in);
+                    xs = StridedMatrix<const float>{split, m, in, in};
+                }
+#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
+                for (index_t p = 0; p < panels; ++p) {
+                    const index_t o0 = p * pw, o1 = std::min(out, o0 + pw);
+                    if (m == 1) avx2::gemv_row_nt(xs.row(0), w, y.row(0), o0, o1, mode == Write::accumulate);
+                    else avx2::gemv_rows_nt(xs, w, y, o0, o1, mode == Write::accumulate);
+                }
+                return;
+            }
+        }
+#endif
 #ifdef CPX_HAVE_GEMV_AVX512
         static_assert(gemv_max_rows <= 16, "the lane kernels hold one sequence per lane");
         // The input buffer is sized for every few-row count at once (the lane
@@ -358,6 +385,15 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
             }
         }
 #endif
+#ifdef CPX_HAVE_GEMV_AVX2
+        if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+            if (vector_isa() == VectorIsa::avx2) {
+                float* const parts = scratch.lanes(static_cast<std::size_t>(avx2::nn_scratch(in, out, gemv_max_rows)));
+                avx2::gemv_rows_nn_streamed(x, w, y, mode == Write::accumulate, parts);
+                return;
+            }
+        }
+#endif
         // Few rows, portable: wide column panels (one per thread, at most nn_panel) keep each
         // weight row segment long and contiguous; their accumulators live on the stack.
         constexpr index_t nn_panel = 1024;
@@ -395,9 +431,10 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 /// that a caller taking turns between scratches can size them all beforehand.
 template <class W>
 void reserve_matmul(LinearScratch& scratch, index_t in, index_t out) {
-#ifdef CPX_HAVE_GEMV_AVX512
+#if defined(CPX_HAVE_GEMV_AVX512) && defined(CPX_HAVE_GEMV_AVX2)
     if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>)
-        (void)scratch.lanes(static_cast<std::size_t>(avx512::row_nn_scratch(in, out, gemv_max_rows)));
+        (void)scratch.lanes(static_cast<std::size_t>(
+            std::max(avx512::row_nn_scratch(in, out, gemv_max_rows), avx2::nn_scratch(in, out, gemv_max_rows))));
 #else
     (void)scratch, (void)in, (void)out;
 #endif

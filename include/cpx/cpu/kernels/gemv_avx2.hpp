@@ -1,0 +1,260 @@
+#pragma once
+// Few-row nn.Linear products (decode's hot loop) on AVX2 + FMA, for CPUs without
+// AVX-512 (cpu/kernels/gemv_avx512.hpp has the AVX-512 kernels): fp32 sums of fp32 or
+// bf16 weights, [out, in] layout, 1 to gemv_max_rows input rows.
+//
+// A chunk is 16 inputs: two 8-lane vectors of fp32 weights, or one 256-bit load of
+// bf16 weights (8 words of two values) widened exactly with one instruction per half
+// (`word << 16` is the even value, `word & 0xffff0000` the odd one, cpu/kernels/
+// bf16_widen.hpp's rule), multiplied by the input chunk split by parity once per call
+// (split_rows_by_parity). The portable loop widened every weight once per input row
+// and vectorised the widening poorly: on AMD Zen 3 a 187M batch-1 decode step on bf16
+// weights read at about half the machine's read rate.
+//
+// - One row: each weight row read whole before the next (one ascending stream per
+//   thread), four accumulators, no software prefetch.
+// - 2 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
+//   for a pair of input rows: eight accumulators, the widened pair and both rows'
+//   input halves in 14 of the 16 registers.
+//
+// Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
+// is cut into contiguous blocks of weight rows, each read whole, four rows at a time,
+// into partial sums of its own (gemv_rows_nn_streamed), widening 8 bf16 weights with
+// one zero-extension and a shift. Against four-row passes over a column panel per
+// thread (the portable loop's order), Zen 3, the 187M expert's products: see docs/BF16.md.
+//
+// The same fp32 products as the portable kernels, summed in another order.
+// Compiled for AVX2 by function attribute on every x86 build; linear.hpp calls them
+// where vector_isa() is avx2.
+
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
+#define CPX_HAVE_GEMV_AVX2 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
+
+namespace cpx::cpu::avx2 {
+
+/// Inputs per chunk.
+inline constexpr index_t chunk = 16;
+
+/// Each whole chunk of x's row as its 8 even inputs, then its 8 odd ones (the tail past
+/// the last chunk as is): the input of the bf16 kernels.
+CPX_TARGET_AVX2 inline void split_row_by_parity(const float* x, index_t in, float* xs) {
+    const index_t body = in / chunk * chunk;
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (index_t i = 0; i < body; i += chunk) {
+        // Within each 8: evens to the low half, odds to the high half; then swap the middle quarters.
+        const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i), evens);
+        const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i + 8), evens);
+        _mm256_storeu_ps(xs + i, _mm256_permute2f128_ps(a, b, 0x20));
+        _mm256_storeu_ps(xs + i + 8, _mm256_permute2f128_ps(a, b, 0x31));
+    }
+    for (index_t i = body; i < in; ++i) xs[i] = x[i];
+}
+
+namespace detail {
+/// Chunk `i` of a weight row as two fp32 vectors: fp32, inputs i..i+7 and i+8..i+15; bf16,
+/// the even and the odd inputs of i..i+15 (matching split_row_by_parity).
+template <class W>
+CPX_TARGET_AVX2 inline void load_chunk(const W* r, index_t i, __m256& lo, __m256& hi) {
+    if constexpr (std::is_same_v<W, float>) {
+        lo = _mm256_loadu_ps(r + i);
+        hi = _mm256_loadu_ps(r + i + 8);
+    } else {
+        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&r[i].bits));
+        lo = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+        hi = _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+    }
+}
+
+CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+}  // namespace detail
+
+/// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row (bf16 weights: split
+/// by split_row_by_parity; fp32: as is), each weight row read whole before the next.
+template <class W>
+CPX_TARGET_AVX2 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
+                                 bool accumulate) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    const index_t in = w.cols, body = in / chunk * chunk;
+    for (index_t o = o0; o < o1; ++o) {
+        const W* r = w.data + o * w.ld;
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        index_t i = 0;
+        for (; i + 2 * chunk <= body; i += 2 * chunk) {  // two chunks (one 64-byte line of bf16) per step
+            __m256 lo, hi;
+            detail::load_chunk(r, i, lo, hi);
+            a[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i), a[0]);
+            a[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + 8), a[1]);
+            detail::load_chunk(r, i + chunk, lo, hi);
+            a[2] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i + chunk), a[2]);
+            a[3] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + chunk + 8), a[3]);
+        }
+        for (; i < body; i += chunk) {
+            __m256 lo, hi;
+            detail::load_chunk(r, i, lo, hi);
+            a[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i), a[0]);
+            a[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + 8), a[1]);
+        }
+        float sum = detail::sum_lanes(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+        for (; i < in; ++i) sum += xs[i] * to_float(r[i]);
+        y[o] = accumulate ? y[o] + sum : sum;
+    }
+}
+
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for the rows of xs (bf16 weights: each row split by
+/// split_row_by_parity; fp32: as is) and o in [o0, o1): blocks of four weight rows against
+/// pairs of input rows (a short last block repeats its last row and stores only its own sums).
+template <class W>
+CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
+                                  const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    const index_t in = w.cols, body = in / chunk * chunk;
+    for (index_t o = o0; o < o1; o += 4) {
+        const int here = static_cast<int>(o1 - o < 4 ? o1 - o : 4);
+        const W* r[4];
+        for (int j = 0; j < 4; ++j) r[j] = w.data + (o + (j < here ? j : here - 1)) * w.ld;
+        for (index_t m0 = 0; m0 < xs.rows; m0 += 2) {
+            const bool pair = m0 + 1 < xs.rows;
+            const float* x0 = xs.row(m0);
+            const float* x1 = pair ? xs.row(m0 + 1) : x0;
+            __m256 a[4][2];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) a[j][0] = a[j][1] = _mm256_setzero_ps();
+            for (index_t i = 0; i < body; i += chunk) {
+                const __m256 x0e = _mm256_loadu_ps(x0 + i), x0o = _mm256_loadu_ps(x0 + i + 8);
+                const __m256 x1e = _mm256_loadu_ps(x1 + i), x1o = _mm256_loadu_ps(x1 + i + 8);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) {
+                    __m256 lo, hi;
+                    detail::load_chunk(r[j], i, lo, hi);
+                    a[j][0] = _mm256_fmadd_ps(hi, x0o, _mm256_fmadd_ps(lo, x0e, a[j][0]));
+                    a[j][1] = _mm256_fmadd_ps(hi, x1o, _mm256_fmadd_ps(lo, x1e, a[j][1]));
+                }
+            }
+            for (int g = 0; g < (pair ? 2 : 1); ++g) {
+                const float* xr = g ? x1 : x0;
+                float* yr = y.row(m0 + g) + o;
+                for (int j = 0; j < here; ++j) {
+                    float sum = detail::sum_lanes(a[j][g]);
+                    for (index_t i = body; i < in; ++i) sum += xr[i] * to_float(r[j][i]);
+                    yr[j] = accumulate ? yr[j] + sum : sum;
+                }
+            }
+        }
+    }
+}
+
+namespace detail {
+/// Eight consecutive weights from w, as fp32.
+template <class W>
+CPX_TARGET_AVX2 inline __m256 load8(const W* w) {
+    if constexpr (std::is_same_v<W, float>) {
+        return _mm256_loadu_ps(w);
+    } else {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&w->bits));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+}
+}  // namespace detail
+
+namespace detail {
+/// part[m, :] += sum over weight rows [i0, i1) of x[m, i] w[i, :] for the rows of x (part: rows
+/// of `stride` floats); four weight rows at a time, each read whole.
+template <class W>
+CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t i0,
+                                  index_t i1, float* part, index_t stride) {
+    const index_t n = w.cols, body = n / 8 * 8;
+    index_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const W* w0 = w.data + i * w.ld;
+        const W* w1 = w0 + w.ld;
+        const W* w2 = w1 + w.ld;
+        const W* w3 = w2 + w.ld;
+        for (index_t m = 0; m < x.rows; ++m) {
+            const float* xr = x.row(m) + i;
+            const __m256 x0 = _mm256_set1_ps(xr[0]), x1 = _mm256_set1_ps(xr[1]), x2 = _mm256_set1_ps(xr[2]),
+                         x3 = _mm256_set1_ps(xr[3]);
+            float* a = part + m * stride;
+            index_t j = 0;
+            for (; j < body; j += 8) {
+                __m256 s = _mm256_fmadd_ps(x0, load8(w0 + j), _mm256_load_ps(a + j));
+                s = _mm256_fmadd_ps(x1, load8(w1 + j), s);
+                s = _mm256_fmadd_ps(x2, load8(w2 + j), s);
+                _mm256_store_ps(a + j, _mm256_fmadd_ps(x3, load8(w3 + j), s));
+            }
+            for (; j < n; ++j)
+                a[j] += xr[0] * to_float(w0[j]) + xr[1] * to_float(w1[j]) + xr[2] * to_float(w2[j]) +
+                        xr[3] * to_float(w3[j]);
+        }
+    }
+    for (; i < i1; ++i) {
+        const W* wr = w.data + i * w.ld;
+        for (index_t m = 0; m < x.rows; ++m) {
+            const float xi = x.row(m)[i];
+            const __m256 xv = _mm256_set1_ps(xi);
+            float* a = part + m * stride;
+            index_t j = 0;
+            for (; j < body; j += 8) _mm256_store_ps(a + j, _mm256_fmadd_ps(xv, load8(wr + j), _mm256_load_ps(a + j)));
+            for (; j < n; ++j) a[j] += xi * to_float(wr[j]);
+        }
+    }
+}
+}  // namespace detail
+
+/// Floats of one row's partial sums for `out` outputs (whole 64-byte lines).
+constexpr index_t nn_stride(index_t out) { return (out + 15) / 16 * 16; }
+/// Chunks of the input dimension: one contiguous block of weight rows each.
+constexpr index_t nn_chunks(index_t in) { return in < 256 ? 1 : in < 1024 ? 2 : 4; }
+/// Floats of scratch gemv_rows_nn_streamed needs for up to max_rows rows.
+constexpr index_t nn_scratch(index_t in, index_t out, index_t max_rows) {
+    return nn_chunks(in) * max_rows * nn_stride(out);
+}
+
+/// y (=|+=) x w for up to 16 input rows (w: [in, out] fp32 or bf16 rows, each row whole), with
+/// `parts` nn_scratch(in, out, x.rows) floats, 32-byte aligned. The input dimension is cut into
+/// nn_chunks(in) contiguous blocks of weight rows, each summed into its own partial sums (a
+/// thread reads one ascending stream), then the partial sums are added in order, so the result
+/// does not depend on the thread count.
+template <class W>
+CPX_TARGET_AVX2 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
+                                           const StridedMatrix<float>& y, bool accumulate, float* parts) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    const index_t in = w.rows, out = w.cols, m = x.rows, chunks = nn_chunks(in), stride = nn_stride(out);
+#pragma omp parallel if (chunks > 1 && m * in * out > 32768)
+    {
+#pragma omp for schedule(static)
+        for (index_t c = 0; c < chunks; ++c) {
+            float* const part = parts + c * m * stride;
+            for (index_t j = 0; j < m * stride; ++j) part[j] = 0.0f;
+            detail::rows_nn_part<W>(x, w, in * c / chunks, in * (c + 1) / chunks, part, stride);
+        }
+#pragma omp for schedule(static)
+        for (index_t r = 0; r < m; ++r) {
+            float* yr = y.row(r);
+            for (index_t j = 0; j < out; ++j) {
+                float sum = parts[r * stride + j];
+                for (index_t c = 1; c < chunks; ++c) sum += parts[(c * m + r) * stride + j];
+                yr[j] = accumulate ? yr[j] + sum : sum;
+            }
+        }
+    }
+}
+
+}  // namespace cpx::cpu::avx2
+
+#endif
