@@ -6,6 +6,7 @@
 
 #include <cpx/cpu/kernels/attention_distance.hpp>
 #include <cpx/cpu/kernels/gemm_bf16.hpp>
+#include <cpx/cpu/runtime/vector_isa.hpp>
 #include <cpx/io/npy.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>
@@ -158,7 +159,8 @@ void apply_compute(Model& model, const Options& o) {
                     "%.1f MB)\n",
                     std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.packed_bytes() / 1e6);
     else
-        std::printf("arithmetic: fp32 products on packed weights, prefill and decode (AVX-512 kernel; %.1f MB)\n",
+        std::printf("arithmetic: fp32 products on packed weights, prefill and decode (%s kernel; %.1f MB)\n",
+                    cpx::cpu::vector_isa() == cpx::cpu::VectorIsa::avx512 ? "AVX-512" : "AVX2",
                     model.packed_bytes() / 1e6);
 }
 

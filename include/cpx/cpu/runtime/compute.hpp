@@ -3,7 +3,7 @@
 // (docs/BF16.md):
 //   fp32         stored weights, Eigen's products (no extra memory; the default)
 //   fp32_packed  fp32 arithmetic on weights packed once into panels for our
-//                AVX-512 kernel: the same values up to summation order, faster
+//                AVX-512 or AVX2 kernel: the same values up to summation order, faster
 //                prefill, 4 bytes per matrix element on top of fp32 weights, 2 on
 //                top of bf16 ones (bf16 panels, widened exactly by the kernel)
 //   bf16         bf16 inputs, fp32 sums, on weights packed once as bf16 panels
