@@ -1,5 +1,5 @@
 #pragma once
-// Widening bf16 to fp32 in AVX-512 registers, two values per 32-bit word: the
+// Widening bf16 to fp32 in AVX-512 or AVX2 registers, two values per 32-bit word: the
 // word's low half (the even element in memory order) is `word << 16`, its high
 // half (the odd element) `word & 0xffff0000`. Exact, one instruction each; the
 // kernels that read bf16 weights, panels or KV caches in fp32 arithmetic share it.
@@ -10,7 +10,7 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
-#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512, CPX_TARGET_AVX2
 
 namespace cpx::cpu::avx512 {
 
@@ -24,5 +24,18 @@ CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
 }
 
 }  // namespace cpx::cpu::avx512
+
+namespace cpx::cpu::avx2 {
+
+/// The even (low-half) elements of 8 words of two bf16 values each, as fp32.
+CPX_TARGET_AVX2 inline __m256 bf16_low_halves(__m256i words) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+}
+/// The odd (high-half) elements of 8 words of two bf16 values each, as fp32.
+CPX_TARGET_AVX2 inline __m256 bf16_high_halves(__m256i words) {
+    return _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+}  // namespace cpx::cpu::avx2
 
 #endif

@@ -28,6 +28,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/avx512_tile.hpp"  // Prefetcher, fetch_stream (prefetch instructions only)
+#include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"    // CPX_TARGET_AVX2
 
@@ -94,8 +95,7 @@ CPX_TARGET_AVX2 inline void half_pair(Accumulators<MR, NV>& acc, const float* co
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
         const __m256i words = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 16 * v));
-        bv[v] = _mm256_castsi256_ps(Odd ? _mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))
-                                        : _mm256_slli_epi32(words, 16));
+        bv[v] = Odd ? avx2::bf16_high_halves(words) : avx2::bf16_low_halves(words);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {

@@ -1,13 +1,13 @@
 #pragma once
-// Few-row nn.Linear products (decode's hot loop) on AVX2 + FMA, for CPUs without
-// AVX-512 (cpu/kernels/gemv_avx512.hpp has the AVX-512 kernels): fp32 sums of fp32 or
-// bf16 weights, [out, in] layout, 1 to gemv_max_rows input rows.
+// Few-row products (decode's hot loop) on AVX2 + FMA, for CPUs without AVX-512
+// (cpu/kernels/gemv_avx512.hpp has the AVX-512 kernels): fp32 sums of fp32 or bf16
+// weights, 1 to gemv_max_rows input rows, nn.Linear ([out, in]) and input-major layouts.
 //
 // A chunk is 16 inputs: two 8-lane vectors of fp32 weights, or one 256-bit load of
 // bf16 weights (8 words of two values) widened exactly with one instruction per half
 // (`word << 16` is the even value, `word & 0xffff0000` the odd one, cpu/kernels/
 // bf16_widen.hpp's rule), multiplied by the input chunk split by parity once per call
-// (split_rows_by_parity). The portable loop widened every weight once per input row
+// (split_row_by_parity). The portable loop widened every weight once per input row
 // and vectorised the widening poorly: on AMD Zen 3 a 187M batch-1 decode step on bf16
 // weights read at about half the machine's read rate.
 //
@@ -20,8 +20,8 @@
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
 // is cut into contiguous blocks of weight rows, each read whole, four rows at a time,
 // into partial sums of its own (gemv_rows_nn_streamed), widening 8 bf16 weights with
-// one zero-extension and a shift. Against four-row passes over a column panel per
-// thread (the portable loop's order), Zen 3, the 187M expert's products: see docs/BF16.md.
+// one zero-extension and a shift; the portable loop's four-row passes over a column panel
+// per thread were slower (Zen 3, the 187M expert's products: docs/BF16.md).
 //
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX2 by function attribute on every x86 build; linear.hpp calls them
@@ -38,6 +38,7 @@
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
 
@@ -71,8 +72,8 @@ CPX_TARGET_AVX2 inline void load_chunk(const W* r, index_t i, __m256& lo, __m256
         hi = _mm256_loadu_ps(r + i + 8);
     } else {
         const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&r[i].bits));
-        lo = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
-        hi = _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+        lo = bf16_low_halves(words);
+        hi = bf16_high_halves(words);
     }
 }
 
@@ -170,9 +171,7 @@ CPX_TARGET_AVX2 inline __m256 load8(const W* w) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
 }
-}  // namespace detail
 
-namespace detail {
 /// part[m, :] += sum over weight rows [i0, i1) of x[m, i] w[i, :] for the rows of x (part: rows
 /// of `stride` floats); four weight rows at a time, each read whole.
 template <class W>
