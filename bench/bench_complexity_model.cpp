@@ -86,7 +86,7 @@ std::vector<Gemm> model_gemms(double batch, double tokens) {
 }
 
 /// Other arithmetic than fp32 is named .../compute:<name>/...: bf16 (bf16 products with fp32 sums,
-/// also against the vdpbf16ps peak measured in this binary) and fp32_packed (also against the FMA
+/// also against the peak of the bf16 level that runs, measured in this binary) and fp32_packed (also against the FMA
 /// peak); a case whose kernels this machine lacks is not registered.
 template <ComplexityConfigType C, class W>
 void prefill(const std::string& preset, index_t batch, index_t tokens, int threads,

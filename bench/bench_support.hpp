@@ -192,10 +192,15 @@ inline double machine_amx_peak_gflops(int threads) {
 }
 
 /// The peak of the instruction our bf16 products run on this machine (the best level's:
-/// AMX tile products where the AMX level runs, else vdpbf16ps), GFLOP/s; 0 with no bf16 level.
+/// AMX tile products where the AMX level runs, vdpbf16ps where AVX512_BF16 does, the fp32 FMA
+/// where the widened level does), GFLOP/s; 0 with no bf16 level.
 inline double machine_bf16_peak_gflops(int threads) {
-    return cpx::cpu::best_bf16_level() == cpx::cpu::Bf16Level::amx ? machine_amx_peak_gflops(threads)
-                                                                     : machine_dpbf16_peak_gflops(threads);
+    switch (cpx::cpu::best_bf16_level()) {
+        case cpx::cpu::Bf16Level::amx: return machine_amx_peak_gflops(threads);
+        case cpx::cpu::Bf16Level::avx512_bf16: return machine_dpbf16_peak_gflops(threads);
+        case cpx::cpu::Bf16Level::widened: return machine_fma_peak_gflops(threads);
+        default: return 0.0;
+    }
 }
 
 /// How far ahead of the lines being summed the prefetching read asks for lines (into L2).

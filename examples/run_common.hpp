@@ -143,6 +143,11 @@ int evaluate_file(Model& model, const cpx::text::Tokenizer& tok, const std::stri
     return 0;
 }
 
+/// The packed fp32 product's micro-kernel on this machine.
+inline const char* vector_kernel_name() {
+    return cpx::cpu::vector_isa() == cpx::cpu::VectorIsa::avx512 ? "AVX-512" : "AVX2";
+}
+
 /// Applies --compute and says which arithmetic runs.
 template <class Model>
 void apply_compute(Model& model, const Options& o) {
@@ -154,14 +159,17 @@ void apply_compute(Model& model, const Options& o) {
     if (model.compute_runs() == Compute::fp32)
         std::printf("arithmetic: %s requested, but this CPU (%s: %s) lacks its instructions: fp32\n", chosen.c_str(),
                     cpu.model.c_str(), cpu.summary().c_str());
+    else if (model.compute_runs() == Compute::bf16 && model.bf16_level() == cpx::cpu::Bf16Level::widened)
+        std::printf("arithmetic: bf16 products with fp32 sums, prefill and decode (this CPU has no bf16 instructions: "
+                    "the bf16 operands widened exactly into fp32 FMAs, %s kernel; packed weights %.1f MB)\n",
+                    vector_kernel_name(), model.packed_bytes() / 1e6);
     else if (model.compute_runs() == Compute::bf16)
         std::printf("arithmetic: bf16 products with fp32 sums, prefill and decode (%s kernels; packed weights "
                     "%.1f MB)\n",
                     std::string(cpx::cpu::bf16_level_name(model.bf16_level())).c_str(), model.packed_bytes() / 1e6);
     else
         std::printf("arithmetic: fp32 products on packed weights, prefill and decode (%s kernel; %.1f MB)\n",
-                    cpx::cpu::vector_isa() == cpx::cpu::VectorIsa::avx512 ? "AVX-512" : "AVX2",
-                    model.packed_bytes() / 1e6);
+                    vector_kernel_name(), model.packed_bytes() / 1e6);
 }
 
 /// The prompt's logits (optionally dumped), then a warm-up and a timed

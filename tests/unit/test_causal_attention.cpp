@@ -123,8 +123,8 @@ TEST_CASE("causal attention matches the reference for MHA, GQA and MQA shapes, w
 TEST_CASE("packed attention products (fp32_packed, bf16) match the reference, fp32 and bf16 caches") {
     cpu::AttentionWorkspace ws;
     const bool have_f32 = cpu::gemm_f32_packed_available(), have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
-    if (!have_f32) MESSAGE("fp32_packed: skipped, no AVX-512 (", cpu::cpu_features().summary(), ")");
-    if (!have_bf16) MESSAGE("bf16: skipped, no bf16 instructions (", cpu::cpu_features().summary(), ")");
+    if (!have_f32) MESSAGE("fp32_packed: skipped, neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
+    if (!have_bf16) MESSAGE("bf16: skipped, no bf16 level (neither bf16 instructions nor AVX2 and FMA: ", cpu::cpu_features().summary(), ")");
     // Blocks of 64 stacked rows and tails of them, head dims 8-128 (not multiples of the 64-column
     // panels), chunks appended to a cache, GQA and MHA.
     for (Case c : {Case{12, 4, 64, 150, 0}, Case{8, 8, 32, 70, 0}, Case{6, 2, 8, 33, 0}, Case{3, 1, 64, 30, 100},

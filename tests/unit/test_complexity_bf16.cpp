@@ -28,13 +28,13 @@ using cpx::testing::test_weights;
 namespace {
 bool have_bf16_level() {
     if (cpu::best_bf16_level() != cpu::Bf16Level::none) return true;
-    MESSAGE("skipped: this machine has no bf16 instructions (", cpu::cpu_features().summary(),
+    MESSAGE("skipped: this machine has no bf16 level (neither bf16 instructions nor AVX2 and FMA: ", cpu::cpu_features().summary(),
             "); Compute::bf16 runs fp32 there");
     return false;
 }
 bool have_packed_fp32() {
     if (cpu::gemm_f32_packed_available()) return true;
-    MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(),
+    MESSAGE("skipped: this machine has neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(),
             "); Compute::fp32_packed runs fp32 there");
     return false;
 }

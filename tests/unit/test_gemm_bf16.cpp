@@ -36,16 +36,26 @@ bool have_avx512_bf16() {
 float bf16_round(float v) { return bf16::from_float(v).to_float(); }
 
 /// The kernels a case runs on.
-enum class Kernel { avx512_bf16, amx, amx_model };
+enum class Kernel { avx512_bf16, amx, amx_model, widened };
 
 const char* kernel_name(Kernel k) {
-    return k == Kernel::avx512_bf16 ? "avx512_bf16" : k == Kernel::amx ? "amx (hardware)" : "amx (model)";
+    switch (k) {
+        case Kernel::avx512_bf16: return "avx512_bf16";
+        case Kernel::amx: return "amx (hardware)";
+        case Kernel::amx_model: return "amx (model)";
+        default: return "widened (fp32 FMAs)";
+    }
 }
 
 /// Whether `k` can run here (the AMX model's input tails run on AVX512_BF16); says why not.
 bool runnable(Kernel k) {
+    if (k == Kernel::widened) {
+        if (cpu::bf16_level_available(cpu::Bf16Level::widened)) return true;
+        MESSAGE("skipped widened: neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
+        return false;
+    }
     if (!cpu::bf16_level_available(cpu::Bf16Level::avx512_bf16)) {
-        MESSAGE("skipped ", kernel_name(k), ": this machine has no AVX512_BF16 (", cpu::cpu_features().summary(), ")");
+        MESSAGE("skipped ", std::string(kernel_name(k)), ": this machine has no AVX512_BF16 (", cpu::cpu_features().summary(), ")");
         return false;
     }
     if (k == Kernel::amx && !cpu::bf16_level_available(cpu::Bf16Level::amx)) {
@@ -55,14 +65,14 @@ bool runnable(Kernel k) {
     }
 #ifndef CPX_HAVE_GEMM_BF16_AMX
     if (k != Kernel::avx512_bf16) {
-        MESSAGE("skipped ", kernel_name(k), ": this compiler builds no AMX kernel");
+        MESSAGE("skipped ", std::string(kernel_name(k)), ": this compiler builds no AMX kernel");
         return false;
     }
 #endif
     return true;
 }
 
-constexpr Kernel all_kernels[] = {Kernel::avx512_bf16, Kernel::amx, Kernel::amx_model};
+constexpr Kernel all_kernels[] = {Kernel::avx512_bf16, Kernel::amx, Kernel::amx_model, Kernel::widened};
 
 /// gemm_bf16 on kernel `k` (runnable(k) checked by the caller).
 void product(Kernel k, const StridedMatrix<const float>& x, cpu::PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
@@ -77,7 +87,10 @@ void product(Kernel k, const StridedMatrix<const float>& x, cpu::PackedPanelsVie
 #endif
         return;
     }
-    cpu::gemm_bf16(x, b, y, accumulate, scratch, k == Kernel::amx ? cpu::Bf16Level::amx : cpu::Bf16Level::avx512_bf16);
+    cpu::gemm_bf16(x, b, y, accumulate, scratch,
+                   k == Kernel::amx       ? cpu::Bf16Level::amx
+                   : k == Kernel::widened ? cpu::Bf16Level::widened
+                                          : cpu::Bf16Level::avx512_bf16);
 }
 
 struct Case {
@@ -144,7 +157,10 @@ TEST_CASE("run-time CPU features are consistent") {
     if (f.avx512_bf16) CHECK(f.avx512f);
     if (f.amx_permitted) CHECK(f.amx_bf16);
     CHECK(cpu::bf16_level_available(cpu::Bf16Level::none));
-    CHECK((cpu::best_bf16_level() == cpu::Bf16Level::none) == !f.avx512_bf16);
+    // The widened level: bf16 operands on the fp32 packed product, where that product runs.
+    CHECK(cpu::bf16_level_available(cpu::Bf16Level::widened) == cpu::gemm_f32_packed_available());
+    CHECK((cpu::best_bf16_level() == cpu::Bf16Level::none) == !(f.avx512_bf16 || cpu::gemm_f32_packed_available()));
+    CHECK((cpu::best_bf16_level() == cpu::Bf16Level::widened) == (!f.avx512_bf16 && cpu::gemm_f32_packed_available()));
 #ifdef CPX_HAVE_GEMM_BF16_AMX
     CHECK((cpu::best_bf16_level() == cpu::Bf16Level::amx) == (f.amx_permitted && f.avx512_bf16));
 #else

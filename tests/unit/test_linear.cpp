@@ -255,7 +255,7 @@ TEST_CASE("fp32_packed on a bf16 weight: bf16 panels, the fp32 product of the st
     // kernel widens them exactly: the same fp32 sums of the same products as the stored-weight
     // path, in another order (1e-5), for odd and even inputs, one row to many, both layouts.
     if (!cpu::gemm_f32_packed_available()) {
-        MESSAGE("skipped: no AVX-512 (", cpu::cpu_features().summary(), ")");
+        MESSAGE("skipped: neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
         return;
     }
     cpu::LinearScratch scratch;

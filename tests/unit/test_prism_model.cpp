@@ -284,7 +284,7 @@ TEST_CASE("generation (shared with COMPLEXITY-DEEP) runs on the PRISM model: gre
 // bf16 arithmetic: the bound and its derivation are those of test_complexity_bf16.cpp.
 TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference; packs follow weight edits") {
     if (cpu::best_bf16_level() == cpu::Bf16Level::none) {
-        MESSAGE("skipped: this machine has no bf16 instructions (", cpu::cpu_features().summary(), ")");
+        MESSAGE("skipped: this machine has no bf16 level (neither bf16 instructions nor AVX2 and FMA: ", cpu::cpu_features().summary(), ")");
         return;
     }
     PrismModel<Tiny> model(test_weights<Tiny>(21), cpu::Compute::bf16);
@@ -304,7 +304,7 @@ TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference
 // fp32 on packed weights: the fp32 tolerance, as test_complexity_bf16.cpp states it.
 TEST_CASE("fp32_packed arithmetic: logits within the fp32 tolerance of the double reference") {
     if (!cpu::gemm_f32_packed_available()) {
-        MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
+        MESSAGE("skipped: this machine has neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
         return;
     }
     PrismModel<Tiny> model(test_weights<Tiny>(23), cpu::Compute::fp32_packed);
@@ -323,7 +323,7 @@ TEST_CASE("fp32_packed arithmetic: logits within the fp32 tolerance of the doubl
 // exactly by the kernel: the fp32 reference of the stored values, and half the pack bytes.
 TEST_CASE("fp32_packed arithmetic on bf16 weights: the fp32 product of the stored values from bf16 panels") {
     if (!cpu::gemm_f32_packed_available()) {
-        MESSAGE("skipped: this machine has no AVX-512 (", cpu::cpu_features().summary(), ")");
+        MESSAGE("skipped: this machine has neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
         return;
     }
     PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(27)), cpu::Compute::fp32_packed);

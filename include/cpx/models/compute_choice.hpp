@@ -3,10 +3,10 @@
 // matrices that the choice needs (`Packs`, built from the model's weights),
 // shared by the model types so the rule lives in one place:
 //   - fp32: no packs, the stored weights;
-//   - bf16: bf16 packs where the CPU has bf16 instructions, else fp32 (said by
-//     level() and runs());
+//   - bf16: bf16 packs where the CPU has a bf16 level (bf16 instructions, or AVX2
+//     and FMA widening the bf16 operands), else fp32 (said by level() and runs());
 //   - fp32_packed: fp32 packs (bf16 panels of bf16 weights, widened exactly) where
-//     the CPU has AVX-512, else fp32;
+//     the CPU has AVX2 and FMA or AVX-512, else fp32;
 //   - packs are built when chosen (load time, not the first call) and rebuilt
 //     after the model handed out mutable access to its weights.
 

@@ -8,7 +8,12 @@
 //   amx          AMX tiles (cpu/kernels/gemm_bf16_amx.hpp), where the CPU has AMX-BF16 and
 //                the OS grants this process the tile state
 //   avx512_bf16  vdpbf16ps micro-kernel (cpu/kernels/gemm_bf16_avx512.hpp)
-//   none         no bf16 instructions: callers keep the fp32 path
+//   widened      no bf16 instructions but AVX2 and FMA (or AVX-512F): x rounded to bf16
+//                as above, then both operands widened exactly to fp32 and multiplied
+//                with fp32 FMAs (the packed fp32 product, cpu/kernels/gemm_f32_packed.hpp,
+//                on the same bf16 panels): the same products of the same bf16 values,
+//                summed in fp32, at the machine's fp32 rate
+//   none         neither: callers keep the fp32 path
 // A level can be forced per call, so one process can compare every level it has.
 //
 // Blocking and threads: cpu/kernels/panel_gemm.hpp, with input blocks of 512 pairs.
@@ -23,6 +28,7 @@
 #include "cpx/cpu/runtime/cpu_features.hpp"
 #include "cpx/cpu/kernels/gemm_bf16_amx.hpp"
 #include "cpx/cpu/kernels/gemm_bf16_avx512.hpp"
+#include "cpx/cpu/kernels/gemm_f32_packed.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/kernels/panel_gemm.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
@@ -31,16 +37,22 @@
 
 namespace cpx::cpu {
 
-enum class Bf16Level : std::uint8_t { none, avx512_bf16, amx };
+enum class Bf16Level : std::uint8_t { none, widened, avx512_bf16, amx };
 
 constexpr std::string_view bf16_level_name(Bf16Level l) {
-    return l == Bf16Level::amx ? "amx" : l == Bf16Level::avx512_bf16 ? "avx512_bf16" : "none";
+    switch (l) {
+        case Bf16Level::amx: return "amx";
+        case Bf16Level::avx512_bf16: return "avx512_bf16";
+        case Bf16Level::widened: return "widened";
+        default: return "none";
+    }
 }
 
 /// Whether this machine (CPU and OS) can run `level`.
 inline bool bf16_level_available(Bf16Level level) {
     switch (level) {
         case Bf16Level::none: return true;
+        case Bf16Level::widened: return gemm_f32_packed_available();
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
         case Bf16Level::avx512_bf16: return cpu_features().avx512_bf16;
 #endif
@@ -54,21 +66,27 @@ inline bool bf16_level_available(Bf16Level level) {
 
 /// The fastest bf16 level this machine has (none: use fp32 arithmetic).
 inline Bf16Level best_bf16_level() {
-    for (Bf16Level l : {Bf16Level::amx, Bf16Level::avx512_bf16})
+    for (Bf16Level l : {Bf16Level::amx, Bf16Level::avx512_bf16, Bf16Level::widened})
         if (bf16_level_available(l)) return l;
     return Bf16Level::none;
 }
 
-/// x rounded to bf16, reused across calls so that steady-state calls allocate nothing.
+/// x rounded to bf16, reused across calls so that steady-state calls allocate nothing: as bf16
+/// for the bf16 instructions, as the same values in fp32 for the widened level.
 class Bf16Scratch {
 public:
     std::uint16_t* rows(index_t m, index_t ld) { return grow(buffer_, static_cast<std::size_t>(m * ld)); }
-    std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t); }
+    float* widened_rows(index_t m, index_t ld) { return grow(widened_, static_cast<std::size_t>(m * ld)); }
+    std::size_t bytes() const { return buffer_.size() * sizeof(std::uint16_t) + widened_.size() * sizeof(float); }
     /// Grows to at least `other`'s capacity.
-    void reserve_like(const Bf16Scratch& other) { grow(buffer_, other.buffer_.size()); }
+    void reserve_like(const Bf16Scratch& other) {
+        grow(buffer_, other.buffer_.size());
+        grow(widened_, other.widened_.size());
+    }
 
 private:
     AlignedVector<std::uint16_t> buffer_;
+    AlignedVector<float> widened_;
 };
 
 namespace gemm_bf16_detail {
@@ -146,6 +164,26 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
 }  // namespace gemm_bf16_detail
 #endif
 
+namespace gemm_bf16_detail {
+/// The widened level's product (shapes checked, m, n, pairs > 0): x's rows rounded to bf16
+/// values (kept in fp32, where an odd K's pad input simply does not exist), then the packed
+/// fp32 product on B's bf16 panels, which widens each value exactly.
+inline void widened_product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b,
+                            const StridedMatrix<float>& y, bool accumulate, Bf16Scratch& scratch, int max_team) {
+    const index_t m = x.rows, k = x.cols;
+    const index_t ld = (k + 15) / 16 * 16;  // rows start on cache lines
+    float* a = scratch.widened_rows(m, ld);
+    const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), k));
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+    for (index_t r = 0; r < m; ++r) {
+        const float* in = x.row(r);
+        float* out = a + r * ld;
+        for (index_t c = 0; c < k; ++c) out[c] = bf16::from_float(in[c]).to_float();
+    }
+    gemm_f32_packed(StridedMatrix<const float>{a, m, k, ld}, b, y, accumulate, max_team);
+}
+}  // namespace gemm_bf16_detail
+
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
 /// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
 /// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
@@ -166,6 +204,7 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
             for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + n, 0.0f);
         return;
     }
+    if (level == Bf16Level::widened) return gemm_bf16_detail::widened_product(x, b, y, accumulate, scratch, max_team);
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
 #ifdef CPX_HAVE_GEMM_BF16_AMX
     using AmxIsa = amx::Hardware;

@@ -9,7 +9,8 @@
 
 namespace cpx::cpu {
 
-/// `wanted`, or fp32 where this CPU lacks its kernels (bf16: bf16 instructions; fp32_packed: AVX-512).
+/// `wanted`, or fp32 where this CPU lacks its kernels (bf16: a bf16 level, gemm_bf16.hpp;
+/// fp32_packed: AVX2 and FMA, or AVX-512).
 inline Compute runnable_compute(Compute wanted) {
     switch (wanted) {
         case Compute::bf16: return best_bf16_level() != Bf16Level::none ? wanted : Compute::fp32;
