@@ -486,7 +486,8 @@ class Report:
                   "machines) cap them at AVX2, as on a CPU without AVX-512. `eigen_gemv` is Eigen's own "
                   "matrix-vector product (single-threaded in Eigen 3.4) on the same fp32 weights. PyTorch's bf16 "
                   "column is bf16 arithmetic, as ours is in the `bf16_compute` rows (weights packed once, against the "
-                  "bf16 peak measured in the same binary (`vdpbf16ps`, or AMX tile products where the AMX level runs); "
+                  "bf16 peak measured in the same binary (`vdpbf16ps`, AMX tile products where the AMX level runs, or "
+                  "the fp32 FMA peak where the widened level runs on a CPU without bf16 instructions); "
                   "their \"of GEMM\" compares with Eigen's fp32 GEMM).", "")
         self.emit(table(hdr(["GFLOP/s", "of GEMM", "of bf16 peak", "of FMA peak", "GB/s", "of read"]),
                         self.layer_rows(r"^(linear|matmul)/", ["GFLOP_per_s", "frac_of_gemm", "frac_of_bf16_peak",
@@ -567,7 +568,8 @@ class Report:
                          f"{self.o(fp32) / self.o(n):.2f}×" if self.o(fp32) and self.o(n) else "–"))
         if rows:
             self.emit("bf16 arithmetic (docs/BF16.md): the same prefills with bf16 products and fp32 sums, against "
-                      "the bf16 peak measured in the same binary (`vdpbf16ps`, or AMX tiles where that level runs); the last column is the fp32-arithmetic "
+                      "the bf16 peak measured in the same binary (`vdpbf16ps`, AMX tiles where that level runs, the fp32 FMA "
+                      "peak where the widened level runs); the last column is the fp32-arithmetic "
                       "time of the same weights ÷ this time.", "")
             self.emit(table(["case", "ms", "tokens/s", "GFLOP/s", "of bf16 peak", "fp32 arithmetic ÷ bf16"], rows), "")
         self.emit("### Decode", "",
