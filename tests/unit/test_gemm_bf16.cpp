@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "amx_model.hpp"
@@ -31,6 +32,15 @@ bool have_avx512_bf16() {
     if (cpu::bf16_level_available(cpu::Bf16Level::avx512_bf16)) return true;
     MESSAGE("skipped: this machine has no AVX512_BF16 (", cpu::cpu_features().summary(), ")");
     return false;
+}
+
+/// The levels whose thread split a case checks: vdpbf16ps and the widened level, where present.
+std::vector<cpu::Bf16Level> threaded_levels() {
+    std::vector<cpu::Bf16Level> levels;
+    if (have_avx512_bf16()) levels.push_back(cpu::Bf16Level::avx512_bf16);
+    if (cpu::bf16_level_available(cpu::Bf16Level::widened)) levels.push_back(cpu::Bf16Level::widened);
+    else MESSAGE("skipped widened: neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
+    return levels;
 }
 
 float bf16_round(float v) { return bf16::from_float(v).to_float(); }
@@ -283,26 +293,30 @@ TEST_CASE("bf16 product: strided input and output; columns beside the output are
 }
 
 TEST_CASE("bf16 product: the same result on one thread and on all, and after the scratch held other data") {
-    if (!have_avx512_bf16()) return;
     const int m = 150, k = 299, n = 300;
     const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 31);
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 32, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    cpu::Bf16Scratch scratch;
-    // Fill the scratch with infinities where the odd K's pad input will sit.
-    std::vector<float> inf_rows(static_cast<std::size_t>(m) * (k + 1), std::numeric_limits<float>::infinity());
-    const auto wide = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 1, k + 1), cpu::WeightOrientation::out_in);
-    std::vector<float> sink(m);
-    cpu::gemm_bf16(cpu::rows_of<const float>(inf_rows.data(), m, k + 1), wide, cpu::rows_of(sink.data(), m, 1), false,
-                   scratch);
-    std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
-    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false, scratch);
-    testing::on_one_thread([&] {
-        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false,
-                       scratch);
-    });
-    CHECK(all == one);
-    check_against_references(x, w, all, m, k, n, n, 0, nullptr);
+    for (const cpu::Bf16Level level : threaded_levels()) {
+        CAPTURE(std::string(cpu::bf16_level_name(level)));
+        cpu::Bf16Scratch scratch;
+        // Fill the scratch with infinities where the odd K's pad input will sit.
+        std::vector<float> inf_rows(static_cast<std::size_t>(m) * (k + 1), std::numeric_limits<float>::infinity());
+        const auto wide =
+            cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 1, k + 1), cpu::WeightOrientation::out_in);
+        std::vector<float> sink(m);
+        cpu::gemm_bf16(cpu::rows_of<const float>(inf_rows.data(), m, k + 1), wide, cpu::rows_of(sink.data(), m, 1), false,
+                       scratch, level);
+        std::vector<float> all = testing::poisoned<float>(static_cast<std::size_t>(m) * n), one = all;
+        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(all.data(), m, n), false, scratch,
+                       level);
+        testing::on_one_thread([&] {
+            cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(one.data(), m, n), false,
+                           scratch, level);
+        });
+        CHECK(all == one);
+        check_against_references(x, w, all, m, k, n, n, 0, nullptr);
+    }
 }
 
 TEST_CASE("bf16 product: one row (a decode step) is split over the threads by the weights it reads") {
@@ -314,19 +328,23 @@ TEST_CASE("bf16 product: one row (a decode step) is split over the threads by th
     CHECK(cpu::panel_gemm::threads_for(1, 768, 768) == std::min(all, 9));
     CHECK(cpu::panel_gemm::threads_for(1, 4608, 1536) == std::min(all, 1 + 108));
     CHECK(cpu::panel_gemm::threads_for(512, 768, 16) == std::min(all, 96));
-    if (!have_avx512_bf16()) return;
     const int k = 1537, n = 700;  // 700 x 1537 weights: every thread of a two-core machine takes panels
     const auto x = testing::random_normal(static_cast<std::size_t>(k), 41);
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 42, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    cpu::Bf16Scratch scratch;
-    std::vector<float> threaded = testing::poisoned<float>(n), one = threaded;
-    cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(threaded.data(), 1, n), false, scratch);
-    testing::on_one_thread([&] {
-        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(one.data(), 1, n), false, scratch);
-    });
-    CHECK(threaded == one);
-    check_against_references(x, w, threaded, 1, k, n, n, 0, nullptr);
+    for (const cpu::Bf16Level level : threaded_levels()) {
+        CAPTURE(std::string(cpu::bf16_level_name(level)));
+        cpu::Bf16Scratch scratch;
+        std::vector<float> threaded = testing::poisoned<float>(n), one = threaded;
+        cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(threaded.data(), 1, n), false,
+                       scratch, level);
+        testing::on_one_thread([&] {
+            cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 1, k), packed, cpu::rows_of(one.data(), 1, n), false,
+                           scratch, level);
+        });
+        CHECK(threaded == one);
+        check_against_references(x, w, threaded, 1, k, n, n, 0, nullptr);
+    }
 }
 
 TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
