@@ -4,11 +4,12 @@
 //   matmul(x, w, y):  y = x . w     w: [in, out]  (the routed experts' layout)
 // with y either overwritten or accumulated into (residual adds, mu terms).
 //
-// Weights may be stored as fp32 or bf16. Many rows with fp32 weights go to one
-// Eigen GEMM (threaded by Eigen). Everything else is split over the output
-// features: each thread takes panels of the weight, widens bf16 panels to fp32
+// Weights may be stored as fp32 or bf16. Every product is split over the output
+// features by our own OpenMP loop, and Eigen multiplies each part on one thread.
+// Many rows with fp32 weights: one column block per thread (column_blocks below).
+// Otherwise each thread takes panels of the weight, widens bf16 panels to fp32
 // in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
-// fp32), and multiplies them with Eigen on one thread. For one row (decode)
+// fp32), and multiplies them. For one row (decode)
 // that is a GEMV threaded over the output features, which Eigen alone does not
 // thread; it reads each weight exactly once.
 //
@@ -105,6 +106,21 @@ template <class Lhs, class Rhs>
 void write_product(RowsMap y, const Lhs& a, const Rhs& b, Write mode) {
     if (mode == Write::accumulate) y.noalias() += a * b;
     else y.noalias() = a * b;
+}
+
+/// Many rows on fp32 weights: output columns [o0, o0 + n) of one contiguous block per
+/// thread (a multiple of 16 wide), each block(o0, n) an Eigen product run on its thread.
+/// Not Eigen's own threaded GEMM: its threads share packed inputs through spin-waits,
+/// which collapse when the process gets fewer free cores than it has threads (two
+/// 2-thread processes on 2 cores ran 13x slower than one; docs/THREADS.md). Each thread
+/// packs all of x once instead, a small cost beside its share of the multiply.
+template <class Block>
+void column_blocks(index_t m, index_t out, index_t in, const Block& block) {
+    const index_t threads = max_threads();
+    const index_t per = std::max<index_t>(16, ((out + threads - 1) / threads + 15) / 16 * 16);
+    const index_t blocks = (out + per - 1) / per;
+#pragma omp parallel for schedule(static) if (blocks > 1 && m * out * in > 32768)
+    for (index_t b = 0; b < blocks; ++b) block(b * per, std::min(per, out - b * per));
 }
 
 /// Output features per panel: a multiple of 16, small enough for a few panels
@@ -244,8 +260,12 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
-            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
-                                  detail::ConstRowsMap(w.data, out, in, Eigen::OuterStride<>(ld)).transpose(), mode);
+            const auto xm = detail::eigen_rows(x);
+            detail::column_blocks(m, out, in, [&](index_t o0, index_t n) {
+                detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
+                                      detail::ConstRowsMap(w.data + o0 * ld, n, in, Eigen::OuterStride<>(ld)).transpose(),
+                                      mode);
+            });
             return;
         }
     }
@@ -366,8 +386,11 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
-            detail::write_product(detail::eigen_rows(y), detail::eigen_rows(x),
-                                  detail::ConstRowsMap(w.data, in, out, Eigen::OuterStride<>(ld)), mode);
+            const auto xm = detail::eigen_rows(x);
+            detail::column_blocks(m, out, in, [&](index_t o0, index_t n) {
+                detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
+                                      detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
+            });
             return;
         }
     }
