@@ -30,18 +30,27 @@ inline std::vector<int> random_ints(std::size_t n, int lo, int hi, std::uint64_t
     return v;
 }
 
-/// Runs fn() with OpenMP limited to one thread, restoring the thread count after,
-/// so a test can compare a multi-threaded result with a single-threaded one.
+/// Runs fn() with OpenMP set to `threads` threads (more than the machine has cores is
+/// fine: the split is what is tested), restoring the thread count after.
 template <class Fn>
-auto on_one_thread(Fn&& fn) {
+auto on_threads(int threads, Fn&& fn) {
 #ifdef _OPENMP
     struct Restore {
         int threads = omp_get_max_threads();
         ~Restore() { omp_set_num_threads(threads); }
     } restore;
-    omp_set_num_threads(1);
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
 #endif
     return fn();
+}
+
+/// Runs fn() on one thread, so a test can compare a multi-threaded result with a
+/// single-threaded one.
+template <class Fn>
+auto on_one_thread(Fn&& fn) {
+    return on_threads(1, std::forward<Fn>(fn));
 }
 
 /// Outputs are filled with NaN before a kernel runs, so an element the kernel

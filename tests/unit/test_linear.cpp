@@ -161,6 +161,64 @@ TEST_CASE_TEMPLATE("accumulating products add to strided sub-blocks and leave ot
     }
 }
 
+TEST_CASE("many-row fp32 products split over 1-4 threads: column blocks, row blocks, strided, accumulated") {
+    // More than 16 rows on fp32 weights: one block of y per thread, of columns where y has 16
+    // per thread (out 48 and 300), of rows otherwise (out 5 and 20). x is columns [3, 3+in) of
+    // rows of in + 7, y columns [2, 2+out) of rows of out + 5, w a column range of a wider
+    // matrix; the columns around y's must stay as they were.
+    const int in = 67;
+    for (int threads : {1, 2, 3, 4})
+        for (int rows : {17, 37, 100})
+            for (int out : {5, 20, 48, 300})
+                for (bool accumulate : {false, true})
+                    for (bool input_major : {false, true}) {
+                        CAPTURE(threads);
+                        CAPTURE(rows);
+                        CAPTURE(out);
+                        CAPTURE(accumulate);
+                        CAPTURE(input_major);
+                        const int xld = in + 7, yld = out + 5;
+                        const int wrows = input_major ? in : out, wcols = input_major ? out : in, wld = wcols + 9;
+                        const auto xb = testing::random_normal(rows * xld, 10 + rows);
+                        const auto wb = testing::random_normal(wrows * wld, 20 + out, 0.1f);
+                        auto yb = testing::random_normal(rows * yld, 30);
+                        if (!accumulate)
+                            for (int m = 0; m < rows; ++m)
+                                for (int o = 0; o < out; ++o) yb[m * yld + 2 + o] = std::numeric_limits<float>::quiet_NaN();
+                        const auto before = yb;
+                        std::vector<float> x(rows * in), y0(rows * out);
+                        for (int m = 0; m < rows; ++m) {
+                            for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * xld + 3 + i];
+                            for (int o = 0; o < out; ++o) y0[m * out + o] = before[m * yld + 2 + o];
+                        }
+                        const StridedMatrix<const float> xs{xb.data() + 3, rows, in, xld};
+                        const StridedMatrix<const float> ws{wb.data() + 4, wrows, wcols, wld};
+                        const StridedMatrix<float> ys{yb.data() + 2, rows, out, yld};
+                        const auto mode = accumulate ? cpu::Write::accumulate : cpu::Write::overwrite;
+                        cpu::LinearScratch scratch;
+                        testing::on_threads(threads, [&] {
+                            if (input_major) cpu::matmul<float>(xs, ws, ys, mode, scratch);
+                            else cpu::linear<float>(xs, ws, ys, mode, scratch);
+                            return 0;
+                        });
+                        const auto want = reference(
+                            x, rows, in, out,
+                            [&](int o, int i) {
+                                return double(input_major ? wb[i * wld + 4 + o] : wb[o * wld + 4 + i]);
+                            },
+                            accumulate ? &y0 : nullptr);
+                        std::vector<float> got(rows * out);
+                        bool outside_kept = true;
+                        for (int m = 0; m < rows; ++m)
+                            for (int o = 0; o < yld; ++o) {
+                                if (o >= 2 && o < 2 + out) got[m * out + o - 2] = yb[m * yld + o];
+                                else outside_kept = outside_kept && yb[m * yld + o] == before[m * yld + o];
+                            }
+                        CHECK(outside_kept);
+                        CHECK(testing::relative_error(got, want) < 1e-5);
+                    }
+}
+
 TEST_CASE_TEMPLATE("a weight with no inputs gives a zero product, or leaves an accumulated output alone", W, float,
                    bf16) {
     const int out = 70;

@@ -6,7 +6,7 @@
 //
 // Weights may be stored as fp32 or bf16. Every product is split over the output
 // features by our own OpenMP loop, and Eigen multiplies each part on one thread.
-// Many rows with fp32 weights: one column block per thread (column_blocks below).
+// Many rows with fp32 weights: one block of the output per thread (thread_blocks below).
 // Otherwise each thread takes panels of the weight, widens bf16 panels to fp32
 // in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
 // fp32), and multiplies them. For one row (decode)
@@ -108,19 +108,27 @@ void write_product(RowsMap y, const Lhs& a, const Rhs& b, Write mode) {
     else y.noalias() = a * b;
 }
 
-/// Many rows on fp32 weights: output columns [o0, o0 + n) of one contiguous block per
-/// thread (a multiple of 16 wide), each block(o0, n) an Eigen product run on its thread.
-/// Not Eigen's own threaded GEMM: its threads share packed inputs through spin-waits,
-/// which collapse when the process gets fewer free cores than it has threads (two
-/// 2-thread processes on 2 cores ran 13x slower than one; docs/THREADS.md). Each thread
-/// packs all of x once instead, a small cost beside its share of the multiply.
+/// Many rows on fp32 weights: one block of y per thread, block(r0, rows, o0, cols) an Eigen
+/// product run on that thread: contiguous column blocks (multiples of 16) where y has 16
+/// columns per thread, row blocks otherwise (a learned router's few outputs). Not Eigen's own
+/// threaded GEMM: its threads share packed inputs through spin-waits, which collapse when the
+/// process gets fewer free cores than it has threads (two 2-thread processes on 2 cores ran
+/// 13x slower than one; docs/THREADS.md). A column block packs all of x once, a small cost
+/// beside its share of the multiply. Products too small to split stay under Eigen's own
+/// threshold for threading (50,000 multiply-adds).
 template <class Block>
-void column_blocks(index_t m, index_t out, index_t in, const Block& block) {
+void thread_blocks(index_t m, index_t out, index_t in, const Block& block) {
     const index_t threads = max_threads();
-    const index_t per = std::max<index_t>(16, ((out + threads - 1) / threads + 15) / 16 * 16);
-    const index_t blocks = (out + per - 1) / per;
+    const bool by_columns = out >= 16 * threads;
+    const index_t extent = by_columns ? out : m, unit = by_columns ? 16 : 1;
+    const index_t per = std::max(unit, ((extent + threads - 1) / threads + unit - 1) / unit * unit);
+    const index_t blocks = (extent + per - 1) / per;
 #pragma omp parallel for schedule(static) if (blocks > 1 && m * out * in > 32768)
-    for (index_t b = 0; b < blocks; ++b) block(b * per, std::min(per, out - b * per));
+    for (index_t b = 0; b < blocks; ++b) {
+        const index_t begin = b * per, count = std::min(per, extent - begin);
+        if (by_columns) block(0, m, begin, count);
+        else block(begin, count, 0, out);
+    }
 }
 
 /// Output features per panel: a multiple of 16, small enough for a few panels
@@ -260,9 +268,9 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
-            const auto xm = detail::eigen_rows(x);
-            detail::column_blocks(m, out, in, [&](index_t o0, index_t n) {
-                detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
+            detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
+                detail::write_product(detail::eigen_rows(y.rows_range(r0, rows).columns(o0, n)),
+                                      detail::eigen_rows(x.rows_range(r0, rows)),
                                       detail::ConstRowsMap(w.data + o0 * ld, n, in, Eigen::OuterStride<>(ld)).transpose(),
                                       mode);
             });
@@ -386,9 +394,9 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
-            const auto xm = detail::eigen_rows(x);
-            detail::column_blocks(m, out, in, [&](index_t o0, index_t n) {
-                detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
+            detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
+                detail::write_product(detail::eigen_rows(y.rows_range(r0, rows).columns(o0, n)),
+                                      detail::eigen_rows(x.rows_range(r0, rows)),
                                       detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
             });
             return;
