@@ -10,8 +10,9 @@
 // check every level the machine has, and a benchmark can time them side by side.
 //
 // Compute::bf16 keeps its own availability check (its levels, gemm_bf16.hpp); the
-// cap does not touch it (the widened level's fp32 product follows the cap). Compute::fp32_packed needs AVX2 at least and runs the
-// AVX-512 tile where the capped set is avx512, the AVX2 tile otherwise.
+// cap does not touch it, except that the widened level's fp32 product follows it.
+// Compute::fp32_packed needs AVX2 at least and runs the AVX-512 tile where the
+// capped set is avx512, the AVX2 tile otherwise.
 
 #include <atomic>
 #include <cstdint>
