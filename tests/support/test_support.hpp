@@ -30,6 +30,9 @@ inline std::vector<int> random_ints(std::size_t n, int lo, int hi, std::uint64_t
     return v;
 }
 
+/// A pointer as a number, for checks of alignment and placement.
+inline std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
 /// Runs fn() with OpenMP set to `threads` threads (more than the machine has cores is
 /// fine: the split is what is tested), restoring the thread count after.
 template <class Fn>

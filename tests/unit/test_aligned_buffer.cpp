@@ -10,13 +10,14 @@
 
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
 
+#include "test_support.hpp"
+
 namespace {
 
 using cpx::cpu::cache_line;
 using cpx::cpu::huge_page;
+using cpx::testing::address;
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 /// The VmFlags line of the mapping of this process that holds `p` ("" when none is found).
 std::string vm_flags_of(const void* p) {

@@ -8,21 +8,11 @@
 #include <string>
 
 #include "complexity_test_weights.hpp"
+#include "error_message.hpp"
 
 using namespace cpx;
 using C = presets::TinyComplexity;
-
-namespace {
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
-}  // namespace
+using cpx::testing::message_of;
 
 TEST_CASE("token ids outside the vocabulary are an error naming the id and its position") {
     ComplexityModel<C> model(cpx::testing::test_weights<C>(1));

@@ -21,7 +21,7 @@ using namespace cpx;
 
 namespace {
 
-using Tiny = PrismAttentionOf<presets::TinyPrism>;  // d 32, H 2, R 2: D 32, U [128, 32]
+using TinyShape = PrismAttentionOf<presets::TinyPrism>;  // d 32, H 2, R 2: D 32, U [128, 32]
 using NoExpansion = PrismAttentionShape<PrismAttentionDims{.hidden = 24, .heads = 3, .expansion_ratio = 1,
                                                            .freq_multiplier = 2.5}>;
 using RotateHalf = PrismAttentionShape<PrismAttentionDims{
@@ -95,9 +95,9 @@ double layer_error(int T, float lambda, std::uint64_t seed, float u_scale = 1.0f
 }  // namespace
 
 TEST_CASE("the shape follows the spec: D = (d/H) R, U is [2HD, d], bases theta*m and theta/m") {
-    static_assert(Tiny::head_dim == 32);
-    static_assert(Tiny::u_rows == 128);
-    static_assert(Tiny::physical_heads == 4);
+    static_assert(TinyShape::head_dim == 32);
+    static_assert(TinyShape::u_rows == 128);
+    static_assert(TinyShape::physical_heads == 4);
     using Mini = PrismAttentionOf<presets::PrismMini>;
     static_assert(Mini::head_dim == 128);
     static_assert(Mini::u_rows == 2048);
@@ -109,8 +109,8 @@ TEST_CASE("the shape follows the spec: D = (d/H) R, U is [2HD, d], bases theta*m
 TEST_CASE("the layer matches the double reference within 1e-4 (TinyPrism shape)") {
     // fp32 GEMMs with inner sizes 32 and 128, softmax over <= 40 keys: the
     // observed error is ~1e-6; 1e-4 is the project's bar for fp32 layers.
-    CHECK(layer_error<Tiny>(40, 0.37f, 101) < 1e-4);
-    CHECK(layer_error<Tiny>(1, 0.1f, 102) < 1e-4);
+    CHECK(layer_error<TinyShape>(40, 0.37f, 101) < 1e-4);
+    CHECK(layer_error<TinyShape>(1, 0.1f, 102) < 1e-4);
 }
 
 TEST_CASE("the layer matches the reference for R = 1, another multiplier and the rotate-half convention") {
@@ -120,20 +120,20 @@ TEST_CASE("the layer matches the reference for R = 1, another multiplier and the
 
 TEST_CASE("the layer matches the reference when attention is sharp (large U)") {
     // Scaling U by 4 scales scores by 16: near one-hot softmax rows.
-    CHECK(layer_error<Tiny>(24, 0.1f, 131, 4.0f) < 1e-4);
+    CHECK(layer_error<TinyShape>(24, 0.1f, 131, 4.0f) < 1e-4);
 }
 
 TEST_CASE("with lambda = 0 the layer is plain causal attention over the signal heads") {
-    const int T = 30, d = Tiny::hidden, H = Tiny::heads, D = Tiny::head_dim;
-    auto u = orthogonal_u(Tiny::u_rows, d, 141);
+    const int T = 30, d = TinyShape::hidden, H = TinyShape::heads, D = TinyShape::head_dim;
+    auto u = orthogonal_u(TinyShape::u_rows, d, 141);
     const auto x = testing::random_normal(std::size_t(T) * d, 142);
-    cpu::PrismAttention<Tiny> layer(64);
+    cpu::PrismAttention<TinyShape> layer(64);
     const auto got = run_layer(layer, x, T, u, 0.0f);
     const auto want = plain_attention(x, T, d, H, D, u, 10000.0 * std::numbers::pi, true, 1.0 / std::sqrt(2.0 * H * 2));
     CHECK(testing::relative_error(got, want) < 1e-4);
 
     // The noise half of U then has no influence at all.
-    const auto fresh = orthogonal_u(Tiny::u_rows, d, 143);
+    const auto fresh = orthogonal_u(TinyShape::u_rows, d, 143);
     std::copy(fresh.begin() + H * D * d, fresh.end(), u.begin() + H * D * d);
     CHECK(testing::relative_error(run_layer(layer, x, T, u, 0.0f), got) < 1e-6);
 }
@@ -157,7 +157,7 @@ TEST_CASE("multiplier 1 gives signal and noise heads the same RoPE basis") {
     for (auto& v : scaled) v *= 0.7f;
     CHECK(testing::relative_error(run_layer(unit, x, T, u, 0.3f), scaled) < 1e-5);
     // ... which the pi multiplier breaks: its noise heads see other frequencies.
-    cpu::PrismAttention<Tiny> pi_layer(64);
+    cpu::PrismAttention<TinyShape> pi_layer(64);
     const auto pi0 = run_layer(pi_layer, x, T, u, 0.0f);
     auto pi_scaled = pi0;
     for (auto& v : pi_scaled) v *= 0.7f;
@@ -165,10 +165,10 @@ TEST_CASE("multiplier 1 gives signal and noise heads the same RoPE basis") {
 }
 
 TEST_CASE("chunks through a KV cache reproduce the one-shot layer: chunked prefill and decode") {
-    const int T = 37, d = Tiny::hidden, W = Tiny::u_rows;
+    const int T = 37, d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 161);
     const auto x = testing::random_normal(std::size_t(T) * d, 162);
-    cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<TinyShape> layer(48);
     const auto whole = run_layer(layer, x, T, u, 0.2f);
 
     for (int chunk : {1, 5, 16, 37}) {
@@ -186,27 +186,27 @@ TEST_CASE("chunks through a KV cache reproduce the one-shot layer: chunked prefi
 }
 
 TEST_CASE("a bf16 cache stores the keys and values rounded, close to the fp32 layer") {
-    const int T = 20, d = Tiny::hidden, W = Tiny::u_rows;
+    const int T = 20, d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 165);
     const auto x = testing::random_normal(std::size_t(T) * d, 166);
-    cpu::PrismAttention<Tiny, float, bf16> layer(48);
+    cpu::PrismAttention<TinyShape, float, bf16> layer(48);
     KVCache<presets::TinyPrism, bf16> cache(48);
     auto out = testing::poisoned<float>(std::size_t(T) * d);
     const cpu::SequenceRows<bf16> s{0, T, 0, cache.keys(1), cache.values(1)};
     layer.forward({Matrix<const float>(u.data(), W, d), 0.3f}, cpu::rows_of(x.data(), T, d), std::span(&s, 1),
                   cpu::rows_of(out.data(), T, d), cpu::Write::overwrite);
     // bf16 keeps 8 bits of mantissa (relative rounding 2^-9 = 2e-3) on keys and values.
-    CHECK(testing::relative_error(out, reference_layer(prism_shape<Tiny>(), x, T, u, 0.3)) < 1e-2);
+    CHECK(testing::relative_error(out, reference_layer(prism_shape<TinyShape>(), x, T, u, 0.3)) < 1e-2);
 }
 
 TEST_CASE("accumulate mode adds the layer to a residual stream") {
-    const int T = 9, d = Tiny::hidden, W = Tiny::u_rows;
+    const int T = 9, d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 167);
     const auto x = testing::random_normal(std::size_t(T) * d, 168);
     auto residual = testing::random_normal(std::size_t(T) * d, 169);
-    auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.4);
+    auto want = reference_layer(prism_shape<TinyShape>(), x, T, u, 0.4);
     for (std::size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-    cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<TinyShape> layer(48);
     const cpu::SequenceRows<float> s{0, T, 0, {}, {}};
     layer.forward({Matrix<const float>(u.data(), W, d), 0.4f}, cpu::rows_of(x.data(), T, d), std::span(&s, 1),
                   cpu::rows_of(residual.data(), T, d), cpu::Write::accumulate);
@@ -214,12 +214,12 @@ TEST_CASE("accumulate mode adds the layer to a residual stream") {
 }
 
 TEST_CASE("a batch of sequences of different lengths equals each sequence alone") {
-    const int d = Tiny::hidden, W = Tiny::u_rows;
+    const int d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 171);
     const int lens[] = {7, 19, 1};
     const int total = 27;
     const auto x = testing::random_normal(std::size_t(total) * d, 172);
-    cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<TinyShape> layer(48);
     std::vector<cpu::SequenceRows<float>> seqs;
     for (int s = 0, row = 0; s < 3; row += lens[s++]) seqs.push_back({row, lens[s], 0, {}, {}});
     auto out = testing::poisoned<float>(std::size_t(total) * d);
@@ -229,15 +229,15 @@ TEST_CASE("a batch of sequences of different lengths equals each sequence alone"
     for (int s = 0, row = 0; s < 3; row += lens[s++]) {
         const std::vector<float> xs(x.begin() + row * d, x.begin() + (row + lens[s]) * d);
         const std::vector<float> got(out.begin() + row * d, out.begin() + (row + lens[s]) * d);
-        CHECK(testing::relative_error(got, reference_layer(prism_shape<Tiny>(), xs, lens[s], u, 0.15)) < 1e-4);
+        CHECK(testing::relative_error(got, reference_layer(prism_shape<TinyShape>(), xs, lens[s], u, 0.15)) < 1e-4);
     }
 }
 
 TEST_CASE("the observer sees every (head, position) once, with probabilities that sum to 1") {
-    const int T = 13, d = Tiny::hidden, W = Tiny::u_rows, heads = Tiny::physical_heads;
+    const int T = 13, d = TinyShape::hidden, W = TinyShape::u_rows, heads = TinyShape::physical_heads;
     const auto u = orthogonal_u(W, d, 181);
     const auto x = testing::random_normal(std::size_t(T) * d, 182);
-    cpu::PrismAttention<Tiny> layer(48);
+    cpu::PrismAttention<TinyShape> layer(48);
     std::vector<std::atomic<int>> seen(std::size_t(heads) * T);
     std::vector<double> distance(std::size_t(heads) * T, -1.0);
     std::atomic<int> bad_sums{0};
@@ -257,7 +257,7 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
     for (auto& s : seen) CHECK(s.load() == 1);
     CHECK(bad_sums.load() == 0);
     std::vector<double> want;
-    reference_layer(prism_shape<Tiny>(), x, T, u, 0.1, &want);
+    reference_layer(prism_shape<TinyShape>(), x, T, u, 0.1, &want);
     for (int h = 0; h < heads; ++h) {
         double mean = 0;
         for (int t = 0; t < T; ++t) mean += distance[std::size_t(h) * T + t] / T;
@@ -268,24 +268,24 @@ TEST_CASE("the observer sees every (head, position) once, with probabilities tha
     layer.forward({Matrix<const float>(u.data(), W, d), 0.1f}, Matrix<const float>(x.data(), T, d),
                   Matrix<float>(out.data(), T, d), table.layer(0));
     for (int h = 0; h < heads; ++h) CHECK(table.mean(0, h) == doctest::Approx(want[h]).epsilon(1e-4));
-    CHECK(table.group_mean(0, 0, Tiny::heads) ==
+    CHECK(table.group_mean(0, 0, TinyShape::heads) ==
           doctest::Approx((want[0] + want[1]) / 2).epsilon(1e-4));
 }
 
 TEST_CASE("long inputs (the threaded copy, scale and cache-store loops) match the reference") {
     // 600 rows x 2HD = 128 values: above the layer's threshold for splitting rows over threads.
-    const int T = 600, d = Tiny::hidden, W = Tiny::u_rows;
+    const int T = 600, d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 201);
     const auto x = testing::random_normal(std::size_t(T) * d, 202);
-    const auto want = reference_layer(prism_shape<Tiny>(), x, T, u, 0.3);
-    cpu::PrismAttention<Tiny> layer(T);
+    const auto want = reference_layer(prism_shape<TinyShape>(), x, T, u, 0.3);
+    cpu::PrismAttention<TinyShape> layer(T);
     // Softmax over up to 600 keys and GEMMs with inner size 128: ~1e-6 observed; the fp32 bar is 1e-4.
     CHECK(testing::relative_error(run_layer(layer, x, T, u, 0.3f), want) < 1e-4);
 
     // Through a cache, in two chunks of 300 rows (each stored with the threaded loop).
     // (Position-major storage of T rows: longer than TinyPrism's context, which a KVCache enforces.)
     std::vector<float> k(std::size_t(T) * W), v(std::size_t(T) * W);
-    const auto heads = [&](std::vector<float>& m) { return cpu::packed_heads(m.data(), T, Tiny::physical_heads, Tiny::head_dim); };
+    const auto heads = [&](std::vector<float>& m) { return cpu::packed_heads(m.data(), T, TinyShape::physical_heads, TinyShape::head_dim); };
     auto out = testing::poisoned<float>(std::size_t(T) * d);
     for (int t0 = 0; t0 < T; t0 += 300) {
         const cpu::SequenceRows<float> s{0, 300, t0, heads(k), heads(v)};
@@ -296,9 +296,9 @@ TEST_CASE("long inputs (the threaded copy, scale and cache-store loops) match th
 }
 
 TEST_CASE("bad input gets clear errors: shapes, positions past the context, sequences without their cache") {
-    const int d = Tiny::hidden, W = Tiny::u_rows;
+    const int d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 191);
-    cpu::PrismAttention<Tiny> layer(8);
+    cpu::PrismAttention<TinyShape> layer(8);
     std::vector<float> x(std::size_t(10) * d), out(std::size_t(10) * d);
     const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), W, d), 0.1f};
 

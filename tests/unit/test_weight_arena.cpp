@@ -10,13 +10,14 @@
 #include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/core/dtype.hpp"
 
+#include "test_support.hpp"
+
 namespace {
 
 using cpx::cpu::cache_line;
 using cpx::cpu::huge_page;
 using cpx::cpu::WeightArena;
-
-std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+using cpx::testing::address;
 
 }  // namespace
 
