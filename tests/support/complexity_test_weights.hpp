@@ -82,9 +82,4 @@ ReferenceWeights reference_weights(const ComplexityWeights<C, W>& w) {
     return r;
 }
 
-inline std::vector<std::int64_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
-    const auto v = random_ints(n, 0, vocab - 1, seed);
-    return {v.begin(), v.end()};
-}
-
 }  // namespace cpx::testing

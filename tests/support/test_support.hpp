@@ -30,6 +30,12 @@ inline std::vector<int> random_ints(std::size_t n, int lo, int hi, std::uint64_t
     return v;
 }
 
+/// Seeded token ids in [0, vocab).
+inline std::vector<std::int64_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+    const auto v = random_ints(n, 0, vocab - 1, seed);
+    return {v.begin(), v.end()};
+}
+
 /// A pointer as a number, for checks of alignment and placement.
 inline std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 

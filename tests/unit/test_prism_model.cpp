@@ -12,6 +12,7 @@
 #include "test_support.hpp"
 
 using namespace cpx;
+using cpx::testing::random_tokens;
 
 namespace {
 
@@ -53,11 +54,6 @@ PrismWeights<C> test_weights(std::uint64_t seed) {
 template <class C>
 std::vector<double> reference_logits(const PrismWeights<C>& w, const std::vector<std::int64_t>& tokens) {
     return reference::prism_model<PrismAttentionOf<C>>(w, tokens, C::hidden, C::vocab, C::dims.layer_norm_eps);
-}
-
-std::vector<std::int64_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
-    const auto v = testing::random_ints(n, 0, vocab - 1, seed);
-    return std::vector<std::int64_t>(v.begin(), v.end());
 }
 
 /// The model's logits rows [first, first + count) of a flat logits buffer.
