@@ -9,6 +9,7 @@
 #endif
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace cpx::testing {

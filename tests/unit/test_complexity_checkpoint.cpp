@@ -310,6 +310,7 @@ TEST_CASE("a weight stored as an integer dtype is rejected by name") {
     const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(bad.path()); });
     CHECK(msg.find("layers.0.mu_guidance.mu") != std::string::npos);
     CHECK(msg.find("I64") != std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(bad.path()), Error);
 }
 
 TEST_CASE("a checkpoint of another configuration fails on config.json, listing the mismatches") {
@@ -369,4 +370,5 @@ TEST_CASE("an lm_head.weight that differs from the embedding is an error") {
     const auto msg = message_of([&] { load_complexity_checkpoint<Routed>(bad.path()); });
     CHECK(msg.find("lm_head.weight") != std::string::npos);
     CHECK(msg.find("element 77") != std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(bad.path()), Error);
 }
