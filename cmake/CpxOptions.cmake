@@ -10,6 +10,9 @@ option(CPX_BUILD_BENCHMARKS "Build the Google Benchmark suites" OFF)
 option(CPX_BUILD_FUZZERS "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
 option(CPX_SANITIZE "Build our targets with AddressSanitizer and UBSan" OFF)
 option(CPX_NATIVE "Compile our targets for the build machine's CPU (-march=native)" OFF)
+option(CPX_EXTERN_KERNELS
+       "Compile the CPU kernels' fp32/bf16 instances once (cpx_kernel_instances) for our tests and example \
+programs instead of in each of their sources (include/cpx/cpu/kernel_instances.hpp)" ON)
 option(CPX_TEST_BUILD_TIME_ROUTING
        "Build the tests whose routing tables are computed at build time (test_router_compile_time, \
 test_router_model_logits)" ON)

@@ -311,4 +311,20 @@ void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, 
 
 }  // namespace cpx::cpu::avx512
 
+// The fp32- and bf16-cache kernels, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_ATTENTION_DECODE_INSTANCE(extern_, KV)                                                               \
+    extern_ template void cpx::cpu::avx512::decode_scores<KV>(const float*, cpx::index_t, cpx::index_t, int,     \
+                                                              const KV*, cpx::index_t, cpx::index_t, float*,     \
+                                                              cpx::index_t);                                     \
+    extern_ template void cpx::cpu::avx512::decode_values<KV>(const float*, cpx::index_t, cpx::index_t, const KV*, \
+                                                              cpx::index_t, cpx::index_t, int, float*, cpx::index_t);
+#define CPX_ATTENTION_DECODE_INSTANCES(extern_) \
+    CPX_ATTENTION_DECODE_INSTANCE(extern_, float) CPX_ATTENTION_DECODE_INSTANCE(extern_, cpx::bf16)
+#else
+#define CPX_ATTENTION_DECODE_INSTANCES(extern_)
+#endif
+
+#ifdef CPX_EXTERN_KERNELS
+CPX_ATTENTION_DECODE_INSTANCES(extern)
 #endif

@@ -165,6 +165,15 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
 #endif
 
 namespace gemm_bf16_detail {
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+/// What issues gemm_bf16's AMX tile instructions: the hardware where the compiler has them.
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+using HardwareAmx = amx::Hardware;
+#else
+using HardwareAmx = void;
+#endif
+#endif
+
 /// The widened level's product (shapes checked, m, n, pairs > 0): x's rows rounded to bf16
 /// values (kept in fp32, where an odd K's pad input simply does not exist), then the packed
 /// fp32 product on B's bf16 panels, which widens each value exactly.
@@ -206,12 +215,8 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
     }
     if (level == Bf16Level::widened) return gemm_bf16_detail::widened_product(x, b, y, accumulate, scratch, max_team);
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
-#ifdef CPX_HAVE_GEMM_BF16_AMX
-    using AmxIsa = amx::Hardware;
-#else
-    using AmxIsa = void;
-#endif
-    gemm_bf16_detail::product<AmxIsa>(x, b, y, accumulate, scratch, level == Bf16Level::amx, max_team);
+    gemm_bf16_detail::product<gemm_bf16_detail::HardwareAmx>(x, b, y, accumulate, scratch, level == Bf16Level::amx,
+                                                             max_team);
 #else
     (void)scratch;
     (void)max_team;
@@ -219,3 +224,17 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
 }
 
 }  // namespace cpx::cpu
+
+// The AVX512_BF16/AMX product on the hardware, declared extern with CPX_EXTERN_KERNELS and defined
+// by cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+#define CPX_GEMM_BF16_INSTANCES(extern_)                                                                        \
+    extern_ template void cpx::cpu::gemm_bf16_detail::product<cpx::cpu::gemm_bf16_detail::HardwareAmx>(         \
+        const cpx::StridedMatrix<const float>&, cpx::cpu::PackedPanelsView<cpx::bf16>,                          \
+        const cpx::StridedMatrix<float>&, bool, cpx::cpu::Bf16Scratch&, bool, int);
+#else
+#define CPX_GEMM_BF16_INSTANCES(extern_)
+#endif
+#ifdef CPX_EXTERN_KERNELS
+CPX_GEMM_BF16_INSTANCES(extern)
+#endif

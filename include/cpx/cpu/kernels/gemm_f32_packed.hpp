@@ -144,3 +144,15 @@ inline void gemm_f32_packed(const StridedMatrix<const float>& x, PackedPanelsVie
 }
 
 }  // namespace cpx::cpu
+
+// Both panel types' products, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_GEMM_F32_PACKED_INSTANCE(extern_, T)                                                         \
+    extern_ template void cpx::cpu::gemm_f32_detail::product<T>(                                         \
+        const cpx::StridedMatrix<const float>&, cpx::cpu::PackedPanelsView<T>, const cpx::StridedMatrix<float>&, \
+        bool, int);
+#define CPX_GEMM_F32_PACKED_INSTANCES(extern_) \
+    CPX_GEMM_F32_PACKED_INSTANCE(extern_, float) CPX_GEMM_F32_PACKED_INSTANCE(extern_, cpx::bf16)
+#ifdef CPX_EXTERN_KERNELS
+CPX_GEMM_F32_PACKED_INSTANCES(extern)
+#endif

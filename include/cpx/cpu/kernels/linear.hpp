@@ -486,3 +486,17 @@ void matmul(const StridedMatrix<const float>& x, Matrix<const W> w, const Stride
 }
 
 }  // namespace cpx::cpu
+
+// The fp32 and bf16 instances of linear() and matmul(), written once for two uses: with
+// CPX_EXTERN_KERNELS defined they are declared extern here, so that a source including this header
+// does not compile them again, and cpu/kernel_instances.hpp defines them in one source.
+#define CPX_LINEAR_INSTANCE(extern_, product, W)                                                           \
+    extern_ template void cpx::cpu::product<W>(                                                            \
+        const cpx::StridedMatrix<const float>&, const cpx::StridedMatrix<const W>&,                        \
+        const cpx::StridedMatrix<float>&, cpx::cpu::Write, cpx::cpu::LinearScratch&, const cpx::cpu::PackedWeight*);
+#define CPX_LINEAR_INSTANCES(extern_)                                                              \
+    CPX_LINEAR_INSTANCE(extern_, linear, float) CPX_LINEAR_INSTANCE(extern_, linear, cpx::bf16)    \
+    CPX_LINEAR_INSTANCE(extern_, matmul, float) CPX_LINEAR_INSTANCE(extern_, matmul, cpx::bf16)
+#ifdef CPX_EXTERN_KERNELS
+CPX_LINEAR_INSTANCES(extern)
+#endif

@@ -174,14 +174,7 @@ public:
     PackedWeight() = default;
 
     template <class W>
-    static PackedWeight pack(const StridedMatrix<const W>& w, WeightOrientation orientation, Compute compute) {
-        require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
-        PackedWeight p;
-        if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
-        else if constexpr (std::is_same_v<W, cpx::bf16>) p.panels_ = PackedBf16Widened{PackedBf16::pack(w, orientation)};
-        else p.panels_ = PackedF32::pack(w, orientation);
-        return p;
-    }
+    static PackedWeight pack(const StridedMatrix<const W>& w, WeightOrientation orientation, Compute compute);
 
     /// bf16 panels for bf16 arithmetic.
     const PackedBf16* bf16() const { return std::get_if<PackedBf16>(&panels_); }
@@ -208,6 +201,17 @@ private:
     std::variant<std::monostate, PackedBf16, PackedF32, PackedBf16Widened> panels_;
 };
 
+// Outside the class, so that it is not inline (CPX_EXTERN_KERNELS below).
+template <class W>
+PackedWeight PackedWeight::pack(const StridedMatrix<const W>& w, WeightOrientation orientation, Compute compute) {
+    require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
+    PackedWeight p;
+    if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
+    else if constexpr (std::is_same_v<W, cpx::bf16>) p.panels_ = PackedBf16Widened{PackedBf16::pack(w, orientation)};
+    else p.panels_ = PackedF32::pack(w, orientation);
+    return p;
+}
+
 /// The arithmetic a packed weight stands for: the layers run their other products
 /// (attention's Q K^T and P V) the same way. Null: plain fp32.
 inline Compute compute_of(const PackedWeight* p) {
@@ -217,3 +221,14 @@ inline Compute compute_of(const PackedWeight* p) {
 }
 
 }  // namespace cpx::cpu
+
+// Packing fp32 and bf16 weights, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_PACKED_WEIGHT_INSTANCE(extern_, W)                                                         \
+    extern_ template cpx::cpu::PackedWeight cpx::cpu::PackedWeight::pack<W>(                           \
+        const cpx::StridedMatrix<const W>&, cpx::cpu::WeightOrientation, cpx::cpu::Compute);
+#define CPX_PACKED_WEIGHT_INSTANCES(extern_) \
+    CPX_PACKED_WEIGHT_INSTANCE(extern_, float) CPX_PACKED_WEIGHT_INSTANCE(extern_, cpx::bf16)
+#ifdef CPX_EXTERN_KERNELS
+CPX_PACKED_WEIGHT_INSTANCES(extern)
+#endif

@@ -432,3 +432,16 @@ void causal_attention(const HeadRows<const float>& q, const HeadRows<const KV>& 
 }
 
 }  // namespace cpx::cpu
+
+// The batched attention's fp32- and bf16-cache instances without an observer (what the models
+// run), declared extern with CPX_EXTERN_KERNELS and defined by cpu/kernel_instances.hpp, as
+// CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_ATTENTION_INSTANCE(extern_, KV)                                                                 \
+    extern_ template void cpx::cpu::causal_attention_batch<KV, cpx::cpu::NoAttentionObserver>(              \
+        std::span<const cpx::cpu::AttentionProblem<KV>>, float, cpx::cpu::AttentionWorkspace&, cpx::cpu::Compute, \
+        const cpx::cpu::NoAttentionObserver&);
+#define CPX_ATTENTION_INSTANCES(extern_) \
+    CPX_ATTENTION_INSTANCE(extern_, float) CPX_ATTENTION_INSTANCE(extern_, cpx::bf16)
+#ifdef CPX_EXTERN_KERNELS
+CPX_ATTENTION_INSTANCES(extern)
+#endif

@@ -81,90 +81,7 @@ public:
     /// Pairs per expert are added to `counts` when given.
     void forward(const ExpertWeights<W>& w, const StridedMatrix<const float>& x, int routes,
                  std::span<const std::int32_t> expert, std::span<const float> scale, const StridedMatrix<float>& residual,
-                 std::span<index_t> counts = {}) {
-        const index_t n = x.rows, d = w.hidden, width = w.width;
-        const int experts = w.experts;
-        require<ShapeError>(routes >= 1, "expert dispatch: ", routes, " routes per row");
-        const index_t pairs = n * routes;
-        require<ShapeError>(x.cols == d && residual.rows == n && residual.cols == d,
-                            "expert dispatch: rows of ", x.cols, " and a residual of [", residual.rows, ", ",
-                            residual.cols, "] for hidden size ", d);
-        require<ShapeError>(static_cast<index_t>(expert.size()) == pairs &&
-                                (scale.empty() || static_cast<index_t>(scale.size()) == pairs),
-                            "expert dispatch: ", expert.size(), " expert ids and ", scale.size(), " scales for ", n,
-                            " rows of ", routes, " routes");
-        // Counting sort of the pairs, stable in the pair index.
-        starts_.assign(static_cast<std::size_t>(experts) + 1, 0);
-        for (index_t p = 0; p < pairs; ++p) {
-            const std::int32_t e = expert[static_cast<std::size_t>(p)];
-            require<InputError>(e >= 0 && e < experts, "expert dispatch: row ", p / routes, " route ", p % routes,
-                                " goes to expert ", e, ", outside [0, ", experts, ")");
-            ++starts_[static_cast<std::size_t>(e) + 1];
-        }
-        for (int e = 0; e < experts; ++e) starts_[e + 1] += starts_[e];
-        if (!counts.empty())
-            for (int e = 0; e < experts; ++e) counts[e] += starts_[e + 1] - starts_[e];
-        order_.resize(static_cast<std::size_t>(pairs));
-        slot_.resize(static_cast<std::size_t>(pairs));
-        fill_.assign(starts_.begin(), starts_.end() - 1);
-        for (index_t p = 0; p < pairs; ++p) {
-            const index_t at = fill_[static_cast<std::size_t>(expert[static_cast<std::size_t>(p)])]++;
-            order_[static_cast<std::size_t>(at)] = p;
-            slot_[static_cast<std::size_t>(p)] = at;
-        }
-
-        const StridedMatrix<float> gathered = block_in(gathered_, pairs, d);
-        const StridedMatrix<float> h = block_in(hidden_, pairs, 2 * width);
-        const StridedMatrix<float> y = block_in(outputs_, pairs, d);
-#pragma omp parallel for schedule(static) if (pairs * d > 65536)
-        for (index_t i = 0; i < pairs; ++i)
-            std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
-        auto run_expert = [&](int e, LinearScratch& scratch) {
-            const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
-            const StridedMatrix<float> he = h.rows_range(begin, rows);
-            matmul<W>(StridedMatrix<const float>(gathered.rows_range(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
-                      scratch, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
-            swiglu_inplace(he, width);
-            matmul<W>(StridedMatrix<const float>(he.columns(0, width)), w.down_of(e), y.rows_range(begin, rows),
-                      Write::overwrite, scratch, w.down_packed ? w.down_packed + e : nullptr);
-        };
-        busy_.clear();
-        for (int e = 0; e < experts; ++e)
-            if (starts_[e + 1] > starts_[e]) busy_.push_back(e);
-        const int threads = max_threads();
-        if (threads > 1 && pairs <= gemv_max_rows && static_cast<int>(busy_.size()) >= threads) {
-            // Decode-sized work on several experts: one expert per thread at a time, each product
-            // on one thread (its own parallel region is inactive under OpenMP's default of one
-            // active level; with nesting enabled it forks again, on this thread's own scratch),
-            // instead of a parallel region per product.
-            // The scratches share their capacities, so that which thread draws which expert does
-            // not decide whether a step allocates.
-            if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
-            for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
-            const int busy = static_cast<int>(busy_.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-            for (int i = 0; i < busy; ++i)
-                run_expert(busy_[static_cast<std::size_t>(i)], thread_scratch_[static_cast<std::size_t>(thread_index())]);
-            for (const LinearScratch& s : thread_scratch_) scratch_.reserve_like(s);
-            for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
-        } else {
-            for (int e : busy_) run_expert(e, scratch_);
-        }
-        // Per destination row, its routes in route order: no write conflicts
-        // and a fixed summation order, whatever the thread count.
-#pragma omp parallel for schedule(static) if (pairs * d > 65536)
-        for (index_t r = 0; r < n; ++r) {
-            float* dst = residual.row(r);
-            for (int j = 0; j < routes; ++j) {
-                const std::size_t p = static_cast<std::size_t>(r * routes + j);
-                const float* src = y.row(slot_[p]);
-                if (scale.empty())
-                    for (index_t c = 0; c < d; ++c) dst[c] += src[c];
-                else
-                    for (index_t c = 0; c < d; ++c) dst[c] += scale[p] * src[c];
-            }
-        }
-    }
+                 std::span<index_t> counts = {});
 
 private:
     AlignedVector<float> gathered_, hidden_, outputs_;
@@ -174,4 +91,103 @@ private:
     std::vector<LinearScratch> thread_scratch_;
 };
 
+// Defined outside the class, so that it is not inline and CPX_EXTERN_KERNELS below can keep
+// every source from compiling it again.
+template <class W>
+void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<const float>& x, int routes,
+                                std::span<const std::int32_t> expert, std::span<const float> scale,
+                                const StridedMatrix<float>& residual, std::span<index_t> counts) {
+    const index_t n = x.rows, d = w.hidden, width = w.width;
+    const int experts = w.experts;
+    require<ShapeError>(routes >= 1, "expert dispatch: ", routes, " routes per row");
+    const index_t pairs = n * routes;
+    require<ShapeError>(x.cols == d && residual.rows == n && residual.cols == d,
+                        "expert dispatch: rows of ", x.cols, " and a residual of [", residual.rows, ", ",
+                        residual.cols, "] for hidden size ", d);
+    require<ShapeError>(static_cast<index_t>(expert.size()) == pairs &&
+                            (scale.empty() || static_cast<index_t>(scale.size()) == pairs),
+                        "expert dispatch: ", expert.size(), " expert ids and ", scale.size(), " scales for ", n,
+                        " rows of ", routes, " routes");
+    // Counting sort of the pairs, stable in the pair index.
+    starts_.assign(static_cast<std::size_t>(experts) + 1, 0);
+    for (index_t p = 0; p < pairs; ++p) {
+        const std::int32_t e = expert[static_cast<std::size_t>(p)];
+        require<InputError>(e >= 0 && e < experts, "expert dispatch: row ", p / routes, " route ", p % routes,
+                            " goes to expert ", e, ", outside [0, ", experts, ")");
+        ++starts_[static_cast<std::size_t>(e) + 1];
+    }
+    for (int e = 0; e < experts; ++e) starts_[e + 1] += starts_[e];
+    if (!counts.empty())
+        for (int e = 0; e < experts; ++e) counts[e] += starts_[e + 1] - starts_[e];
+    order_.resize(static_cast<std::size_t>(pairs));
+    slot_.resize(static_cast<std::size_t>(pairs));
+    fill_.assign(starts_.begin(), starts_.end() - 1);
+    for (index_t p = 0; p < pairs; ++p) {
+        const index_t at = fill_[static_cast<std::size_t>(expert[static_cast<std::size_t>(p)])]++;
+        order_[static_cast<std::size_t>(at)] = p;
+        slot_[static_cast<std::size_t>(p)] = at;
+    }
+
+    const StridedMatrix<float> gathered = block_in(gathered_, pairs, d);
+    const StridedMatrix<float> h = block_in(hidden_, pairs, 2 * width);
+    const StridedMatrix<float> y = block_in(outputs_, pairs, d);
+#pragma omp parallel for schedule(static) if (pairs * d > 65536)
+    for (index_t i = 0; i < pairs; ++i)
+        std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
+    auto run_expert = [&](int e, LinearScratch& scratch) {
+        const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
+        const StridedMatrix<float> he = h.rows_range(begin, rows);
+        matmul<W>(StridedMatrix<const float>(gathered.rows_range(begin, rows)), w.gate_up_of(e), he, Write::overwrite,
+                  scratch, w.gate_up_packed ? w.gate_up_packed + e : nullptr);
+        swiglu_inplace(he, width);
+        matmul<W>(StridedMatrix<const float>(he.columns(0, width)), w.down_of(e), y.rows_range(begin, rows),
+                  Write::overwrite, scratch, w.down_packed ? w.down_packed + e : nullptr);
+    };
+    busy_.clear();
+    for (int e = 0; e < experts; ++e)
+        if (starts_[e + 1] > starts_[e]) busy_.push_back(e);
+    const int threads = max_threads();
+    if (threads > 1 && pairs <= gemv_max_rows && static_cast<int>(busy_.size()) >= threads) {
+        // Decode-sized work on several experts: one expert per thread at a time, each product
+        // on one thread (its own parallel region is inactive under OpenMP's default of one
+        // active level; with nesting enabled it forks again, on this thread's own scratch),
+        // instead of a parallel region per product.
+        // The scratches share their capacities, so that which thread draws which expert does
+        // not decide whether a step allocates.
+        if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
+        for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+        const int busy = static_cast<int>(busy_.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int i = 0; i < busy; ++i)
+            run_expert(busy_[static_cast<std::size_t>(i)], thread_scratch_[static_cast<std::size_t>(thread_index())]);
+        for (const LinearScratch& s : thread_scratch_) scratch_.reserve_like(s);
+        for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+    } else {
+        for (int e : busy_) run_expert(e, scratch_);
+    }
+    // Per destination row, its routes in route order: no write conflicts
+    // and a fixed summation order, whatever the thread count.
+#pragma omp parallel for schedule(static) if (pairs * d > 65536)
+    for (index_t r = 0; r < n; ++r) {
+        float* dst = residual.row(r);
+        for (int j = 0; j < routes; ++j) {
+            const std::size_t p = static_cast<std::size_t>(r * routes + j);
+            const float* src = y.row(slot_[p]);
+            if (scale.empty())
+                for (index_t c = 0; c < d; ++c) dst[c] += src[c];
+            else
+                for (index_t c = 0; c < d; ++c) dst[c] += scale[p] * src[c];
+        }
+    }
+}
+
 }  // namespace cpx::cpu
+
+// The fp32 and bf16 experts, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_EXPERT_DISPATCH_INSTANCES(extern_)              \
+    extern_ template class cpx::cpu::ExpertDispatch<float>; \
+    extern_ template class cpx::cpu::ExpertDispatch<cpx::bf16>;
+#ifdef CPX_EXTERN_KERNELS
+CPX_EXPERT_DISPATCH_INSTANCES(extern)
+#endif

@@ -15,6 +15,26 @@ CPX_END_THIRD_PARTY_INCLUDES
 
 namespace cpx::cpu {
 
+namespace orthogonal_detail {
+/// w = the Q factor of a (m x n, m >= n: w's rows and columns, or its transpose when w is wide),
+/// its column signs fixed by diag(R). A template over the arithmetic's type only so that
+/// CPX_EXTERN_KERNELS (below) can keep each source from compiling Eigen's QR again.
+template <class Real>
+void q_factor(const Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>& a, Matrix<float> w) {
+    using Dense = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
+    const index_t rows = w.extent(0), cols = w.extent(1);
+    const bool tall = rows >= cols;
+    const index_t m = a.rows(), n = a.cols();
+    const Eigen::HouseholderQR<Dense> qr(a);
+    Dense q = qr.householderQ() * Dense::Identity(m, n);
+    const auto& r = qr.matrixQR();
+    for (index_t j = 0; j < n; ++j)
+        if (r(j, j) < Real(0)) q.col(j) = -q.col(j);
+    for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) w(i, j) = static_cast<float>(tall ? q(i, j) : q(j, i));
+}
+}  // namespace orthogonal_detail
+
 /// Fills w with a random matrix whose columns (tall w) or rows (wide w) are
 /// orthonormal: w^T w = I for rows >= cols. `normal()` draws standard normal
 /// doubles (e.g. SeededRandom::normal). The factorisation runs in double so
@@ -29,13 +49,15 @@ void orthogonal_init(Matrix<float> w, Normal&& normal) {
     Eigen::MatrixXd a(m, n);
     for (index_t i = 0; i < m; ++i)
         for (index_t j = 0; j < n; ++j) a(i, j) = normal();
-    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
-    Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
-    const auto& r = qr.matrixQR();
-    for (index_t j = 0; j < n; ++j)
-        if (r(j, j) < 0.0) q.col(j) = -q.col(j);
-    for (index_t i = 0; i < rows; ++i)
-        for (index_t j = 0; j < cols; ++j) w(i, j) = static_cast<float>(tall ? q(i, j) : q(j, i));
+    orthogonal_detail::q_factor<double>(a, w);
 }
 
 }  // namespace cpx::cpu
+
+// The double factorisation, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_ORTHOGONAL_INIT_INSTANCES(extern_) \
+    extern_ template void cpx::cpu::orthogonal_detail::q_factor<double>(const Eigen::MatrixXd&, cpx::Matrix<float>);
+#ifdef CPX_EXTERN_KERNELS
+CPX_ORTHOGONAL_INIT_INSTANCES(extern)
+#endif
