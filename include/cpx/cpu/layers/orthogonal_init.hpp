@@ -16,9 +16,10 @@ CPX_END_THIRD_PARTY_INCLUDES
 namespace cpx::cpu {
 
 namespace orthogonal_detail {
-/// w = the Q factor of a (m x n, m >= n: w's rows and columns, or its transpose when w is wide),
-/// its column signs fixed by diag(R). A template over the arithmetic's type only so that
-/// CPX_EXTERN_KERNELS (below) can keep each source from compiling Eigen's QR again.
+/// Writes the Q factor of the tall m x n matrix `a` (a Householder QR, column signs fixed by
+/// diag(R)) into w: [m, n], or [n, m] for a wide w, which takes Q^T. A template over the
+/// arithmetic's type so that CPX_EXTERN_KERNELS (below) can keep each source from compiling
+/// Eigen's QR again.
 template <class Real>
 void q_factor(const Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>& a, Matrix<float> w) {
     using Dense = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
