@@ -147,6 +147,45 @@ void core(int heads, int kv_heads, index_t tokens, int threads) {
         });
 }
 
+/// The causal core of a decode step alone: `seqs` sequences, one new query row each (12
+/// query heads over 4 KV heads of 64, 187M's), `context` cached positions in a head-major
+/// cache of KV (fp32 or bf16), at each vector level this machine has (cpu::VectorIsaLimit:
+/// `portable` is the general path, a widened copy and Eigen's GEMV), so the decode kernels
+/// are compared with it in one run.
+template <class KV>
+void core_decode(index_t seqs, index_t context, int threads, cpu::VectorIsa isa) {
+    constexpr int heads = 12, kv_heads = 4, hd = 64;
+    add("attention/core_decode/gqa_12x4x64/kv:" + std::string(std::is_same_v<KV, bf16> ? "bf16" : "f32") +
+            "/seqs:" + std::to_string(seqs) + "/context:" + std::to_string(context) + "/threads:" +
+            std::to_string(threads) + "/" + std::string(cpu::vector_isa_name(isa)),
+        [=](benchmark::State& state) {
+            bench::set_threads(threads);
+            const cpu::VectorIsaLimit limit(isa);
+            const std::size_t per_seq = static_cast<std::size_t>(context) * kv_heads * hd;
+            const auto q = bench::normal_vector<float>(static_cast<std::size_t>(seqs) * heads * hd, 1.0, 1);
+            const auto k = bench::normal_vector<KV>(seqs * per_seq, 1.0, 2);
+            const auto v = bench::normal_vector<KV>(seqs * per_seq, 1.0, 3);
+            std::vector<float> out(q.size());
+            std::vector<cpu::AttentionProblem<KV>> problems;
+            for (index_t i = 0; i < seqs; ++i) {
+                const auto cache = [&](const std::vector<KV>& c) {
+                    return cpu::HeadRows<const KV>{c.data() + i * per_seq, context, kv_heads, hd, hd, context * hd};
+                };
+                problems.push_back({cpu::packed_heads<const float>(q.data() + i * heads * hd, 1, heads, hd), cache(k),
+                                    cache(v), cpu::packed_heads(out.data() + i * heads * hd, 1, heads, hd), context - 1});
+            }
+            cpu::AttentionWorkspace ws;
+            Work work;
+            work.tokens = static_cast<double>(seqs);
+            work.flops = static_cast<double>(seqs) * 4.0 * heads * hd * static_cast<double>(context);
+            work.bytes = 2.0 * static_cast<double>(seqs * per_seq * sizeof(KV));
+            bench::run(state, work, [&] {
+                cpu::causal_attention_batch<KV>(problems, 0.125f, ws);
+                benchmark::DoNotOptimize(out.data());
+            });
+        });
+}
+
 // ---------------------------------------------------------------- PRISM vs standard MHA
 
 template <PrismAttentionShapeType S>
@@ -240,6 +279,13 @@ void register_all() {
     }
     for (index_t tokens : {512, 2048}) core(12, 4, tokens, 2);
     core(12, 4, 2048, 1);
+    for (cpu::VectorIsa isa : {cpu::VectorIsa::portable, cpu::VectorIsa::avx2, cpu::VectorIsa::avx512}) {
+        if (isa > cpu::machine_vector_isa()) continue;
+        for (index_t context : {512, 2048}) core_decode<bf16>(1, context, 1, isa);
+        core_decode<float>(1, 512, 1, isa);
+        core_decode<bf16>(16, 512, 2, isa);
+        core_decode<float>(16, 512, 2, isa);
+    }
 
     for (index_t tokens : {128, 512, 2048}) {
         prism<PrismAttentionOf<presets::PrismMini>>("mini", tokens, 2);

@@ -426,71 +426,107 @@ TEST_CASE("a decode-only batch (one new row per sequence) equals separate calls,
     }
 }
 
-#ifdef CPX_HAVE_ATTENTION_DECODE_AVX512
-TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and bf16 keys, against double sums") {
-    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
-        MESSAGE("decode score pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
-        return;
+#if defined(CPX_HAVE_ATTENTION_DECODE_AVX512) && defined(CPX_HAVE_ATTENTION_DECODE_AVX2)
+// The decode kernels of each vector set the machine has, called directly. Head widths: multiples
+// of 32 (AVX-512) or 16 (AVX2) up to 256; the AVX2 value passes are 64, 32 and 16 wide.
+namespace {
+struct DecodeKernels {
+    cpu::VectorIsa isa;
+    int dim_step;
+    template <class KV>
+    void scores(const float* q, index_t qs, index_t rows, int dim, const KV* k, index_t ks, index_t n, float* s,
+                index_t ss) const {
+        if (isa == cpu::VectorIsa::avx512) cpu::avx512::decode_scores<KV>(q, qs, rows, dim, k, ks, n, s, ss);
+        else cpu::avx2::decode_scores<KV>(q, qs, rows, dim, k, ks, n, s, ss);
     }
+    template <class KV>
+    void values(const float* p, index_t ps, index_t rows, const KV* v, index_t vs, index_t n, int dim, float* o,
+                index_t os) const {
+        if (isa == cpu::VectorIsa::avx512) cpu::avx512::decode_values<KV>(p, ps, rows, v, vs, n, dim, o, os);
+        else cpu::avx2::decode_values<KV>(p, ps, rows, v, vs, n, dim, o, os);
+    }
+};
+
+/// The kernel sets this machine runs; a message for each one it lacks.
+std::vector<DecodeKernels> decode_kernel_sets(const char* what) {
+    std::vector<DecodeKernels> sets;
+    const cpu::VectorIsa machine = cpu::machine_vector_isa();
+    if (machine >= cpu::VectorIsa::avx2) sets.push_back({cpu::VectorIsa::avx2, 16});
+    else MESSAGE(what, ": AVX2 kernels skipped, this machine lacks AVX2 (", cpu::cpu_features().summary(), ")");
+    if (machine >= cpu::VectorIsa::avx512) sets.push_back({cpu::VectorIsa::avx512, 32});
+    else MESSAGE(what, ": AVX-512 kernels skipped, this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
+    return sets;
+}
+}  // namespace
+
+TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and bf16 keys, against double sums") {
     // Key counts below, at and past the block of eight (tails of 1-7 keys), strided rows.
     const index_t q_stride = 260, k_stride = 270, s_stride = 45;
-    for (index_t n : {index_t{1}, index_t{7}, index_t{8}, index_t{37}}) {
-        for (int dim = 32; dim <= cpu::avx512::max_decode_head_dim; dim += 32) {
-            for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
-                CAPTURE(n);
-                CAPTURE(dim);
-                CAPTURE(rows);
-                const auto q = testing::random_normal(rows * q_stride, 9);
-                auto k = testing::random_normal(n * k_stride, 10);
-                const std::vector<bf16> k16 = round_to_bf16(k);
-                std::vector<double> want(static_cast<std::size_t>(rows * n));
-                for (index_t i = 0; i < rows; ++i)
-                    for (index_t j = 0; j < n; ++j) {
-                        double sum = 0.0;
-                        for (int c = 0; c < dim; ++c) sum += double(q[i * q_stride + c]) * k[j * k_stride + c];
-                        want[static_cast<std::size_t>(i * n + j)] = sum;
-                    }
-                auto s = testing::poisoned<float>(rows * s_stride);
-                cpu::avx512::decode_scores<float>(q.data(), q_stride, rows, dim, k.data(), k_stride, n, s.data(), s_stride);
-                CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
-                s = testing::poisoned<float>(rows * s_stride);
-                cpu::avx512::decode_scores<bf16>(q.data(), q_stride, rows, dim, k16.data(), k_stride, n, s.data(), s_stride);
-                CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
-                // Nothing past each row's n scores is written.
-                for (index_t i = 0; i < rows; ++i)
-                    for (index_t j = n; j < s_stride; ++j) CHECK(std::isnan(s[i * s_stride + j]));
+    for (const DecodeKernels& kernels : decode_kernel_sets("decode score pass")) {
+        CAPTURE(cpu::vector_isa_name(kernels.isa));
+        for (index_t n : {index_t{1}, index_t{7}, index_t{8}, index_t{37}}) {
+            for (int dim = kernels.dim_step; dim <= 256; dim += kernels.dim_step) {
+                for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
+                    CAPTURE(n);
+                    CAPTURE(dim);
+                    CAPTURE(rows);
+                    const auto q = testing::random_normal(rows * q_stride, 9);
+                    auto k = testing::random_normal(n * k_stride, 10);
+                    const std::vector<bf16> k16 = round_to_bf16(k);
+                    std::vector<double> want(static_cast<std::size_t>(rows * n));
+                    for (index_t i = 0; i < rows; ++i)
+                        for (index_t j = 0; j < n; ++j) {
+                            double sum = 0.0;
+                            for (int c = 0; c < dim; ++c) sum += double(q[i * q_stride + c]) * k[j * k_stride + c];
+                            want[static_cast<std::size_t>(i * n + j)] = sum;
+                        }
+                    auto s = testing::poisoned<float>(rows * s_stride);
+                    kernels.scores<float>(q.data(), q_stride, rows, dim, k.data(), k_stride, n, s.data(), s_stride);
+                    CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
+                    s = testing::poisoned<float>(rows * s_stride);
+                    kernels.scores<bf16>(q.data(), q_stride, rows, dim, k16.data(), k_stride, n, s.data(), s_stride);
+                    CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
+                    // Nothing past each row's n scores is written.
+                    for (index_t i = 0; i < rows; ++i)
+                        for (index_t j = n; j < s_stride; ++j) CHECK(std::isnan(s[i * s_stride + j]));
+                }
             }
         }
     }
 }
 
 TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and bf16 values, against double sums") {
-    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
-        MESSAGE("decode value pass skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
-        return;
-    }
     const index_t n = 37, p_stride = 41, v_stride = 230;
-    for (int dim : {32, 64, 96, 128, 224}) {  // passes of 128 (up to two rows), 64 and 32
-        for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
-            CAPTURE(dim);
-            CAPTURE(rows);
-            const auto p = testing::random_normal(rows * p_stride, 7);
-            auto v = testing::random_normal(n * v_stride, 8);
-            const std::vector<bf16> v16 = round_to_bf16(v);
-            const index_t o_stride = dim + 3;
-            std::vector<double> want(static_cast<std::size_t>(rows * dim));
-            for (index_t i = 0; i < rows; ++i)
-                for (int c = 0; c < dim; ++c) {
-                    double sum = 0.0;
-                    for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
-                    want[static_cast<std::size_t>(i * dim + c)] = sum;
-                }
-            auto o = testing::poisoned<float>(rows * o_stride);
-            cpu::avx512::decode_values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
-            CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
-            o = testing::poisoned<float>(rows * o_stride);
-            cpu::avx512::decode_values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
-            CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+    for (const DecodeKernels& kernels : decode_kernel_sets("decode value pass")) {
+        CAPTURE(cpu::vector_isa_name(kernels.isa));
+        // AVX-512: passes of 128 (up to two rows), 64 and 32; AVX2: 64 (one row), 32 (two), 16.
+        for (int dim : {16, 32, 48, 64, 80, 96, 128, 208, 224}) {
+            if (dim % kernels.dim_step != 0) continue;
+            for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
+                CAPTURE(dim);
+                CAPTURE(rows);
+                const auto p = testing::random_normal(rows * p_stride, 7);
+                auto v = testing::random_normal(n * v_stride, 8);
+                const std::vector<bf16> v16 = round_to_bf16(v);
+                const index_t o_stride = dim + 3;
+                std::vector<double> want(static_cast<std::size_t>(rows * dim));
+                for (index_t i = 0; i < rows; ++i)
+                    for (int c = 0; c < dim; ++c) {
+                        double sum = 0.0;
+                        for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
+                        want[static_cast<std::size_t>(i * dim + c)] = sum;
+                    }
+                auto o = testing::poisoned<float>(rows * o_stride);
+                kernels.values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
+                CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+                // Nothing past each row's dim outputs is written.
+                for (index_t i = 0; i < rows; ++i)
+                    for (index_t c = dim; c < o_stride; ++c)
+                        CHECK(std::isnan(o[i * o_stride + c]));
+                o = testing::poisoned<float>(rows * o_stride);
+                kernels.values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
+                CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+            }
         }
     }
 }

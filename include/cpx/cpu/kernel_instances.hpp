@@ -12,6 +12,7 @@
 // The code that runs is the same either way; only where it is compiled changes. cpx's own tests and
 // example programs are built this way (CMake option CPX_EXTERN_KERNELS, target cpx_kernel_instances).
 
+#include "cpx/cpu/kernels/attention_decode_avx2.hpp"
 #include "cpx/cpu/kernels/attention_decode_avx512.hpp"
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/kernels/gemm_f32_packed.hpp"
@@ -26,6 +27,7 @@ CPX_GEMM_F32_PACKED_INSTANCES()
 CPX_GEMM_BF16_INSTANCES()
 CPX_PACKED_WEIGHT_INSTANCES()
 CPX_ATTENTION_DECODE_INSTANCES()
+CPX_ATTENTION_DECODE_AVX2_INSTANCES()
 CPX_ATTENTION_INSTANCES()
 CPX_EXPERT_DISPATCH_INSTANCES()
 CPX_ORTHOGONAL_INIT_INSTANCES()

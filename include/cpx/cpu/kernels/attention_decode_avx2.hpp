@@ -1,0 +1,253 @@
+#pragma once
+// The attention products of a decode step on AVX2 (CPUs without AVX-512: AMD Zen 2
+// and 3, Intel client cores): the same contract as the AVX-512 kernels
+// (cpu/kernels/attention_decode_avx512.hpp), a few query rows against every cached
+// key and value of one KV head, read in place from the cache, bf16 widened in
+// registers (`word << 16` the even element, `word & 0xffff0000` the odd one).
+//
+// Sixteen 8-lane registers shape both passes:
+// - Scores take keys in blocks of eight: one query row at a time keeps eight
+//   partial sums (one per key) in registers, reduced to the block's eight scores by
+//   a tree of horizontal adds; the block's keys (1-2 KiB) stay in L1 while the
+//   next query rows read them again, so memory sees each key once.
+// - Values keep Rows x Width/8 accumulators: passes of 64 output dimensions for one
+//   row, 32 for two, 16 for three or four; a pass reads its part of every value row,
+//   the next pass the rest of the same lines from L2.
+// Queries are laid out once per call in chunks of 16 dimensions matching what one
+// key chunk widens to (fp32: the chunk itself; bf16: its even then its odd
+// elements), and bf16 value outputs are accumulated by parity and interleaved at the
+// end. Both passes prefetch the cached rows they read next, as the AVX-512 ones do.
+//
+// The general path this replaces on AVX2 widened a bf16 head into an fp32 copy and
+// ran one Eigen matrix-vector product per query row over it.
+//
+// Head dimensions must be multiples of 16 and at most max_decode_head_dim.
+// causal_attention.hpp calls these for bf16 caches where vector_isa() is AVX2 (its
+// comment has the measurements); fp32 caches keep Eigen's GEMV, as fast or faster
+// there. Compiled by function attribute on every x86 build.
+
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
+#define CPX_HAVE_ATTENTION_DECODE_AVX2 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpx/core/dtype.hpp"
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
+
+namespace cpx::cpu::avx2 {
+
+inline constexpr int max_decode_head_dim = 256;
+inline constexpr index_t max_decode_rows = 4;
+
+constexpr bool decode_kernel_fits(index_t rows, int qk_dim, int v_dim) {
+    return rows <= max_decode_rows && qk_dim % 16 == 0 && v_dim % 16 == 0 && qk_dim <= max_decode_head_dim &&
+           v_dim <= max_decode_head_dim;
+}
+
+namespace decode_detail {
+/// Keys per block of the score pass (one partial-sum register each).
+inline constexpr index_t score_block = 8;
+/// How many cached rows ahead each pass prefetches.
+inline constexpr index_t prefetch_rows = 16;
+
+inline void prefetch_row(const void* row, index_t bytes) {
+    for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
+}
+
+/// Chunk c (16 dimensions) of a cached row as two vectors: fp32, its two halves; bf16,
+/// its even and its odd elements.
+template <class KV>
+CPX_TARGET_AVX2 inline void load_chunk(const KV* row, int c, __m256& x0, __m256& x1) {
+    if constexpr (std::is_same_v<KV, float>) {
+        x0 = _mm256_loadu_ps(row + 16 * c);
+        x1 = _mm256_loadu_ps(row + 16 * c + 8);
+    } else {
+        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&row->bits + 16 * c));
+        x0 = bf16_low_halves(words);
+        x1 = bf16_high_halves(words);
+    }
+}
+
+/// The eight lane sums of a[0..8), in order.
+CPX_TARGET_AVX2 inline __m256 sum_lanes_8(const __m256 (&a)[8]) {
+    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    // Lanes [k0 k1 k2 k3 | k0 k1 k2 k3]: each key's sums of its low and high 128-bit halves.
+    const __m256 lo = _mm256_hadd_ps(h01, h23), hi = _mm256_hadd_ps(h45, h67);
+    return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+/// Scores of one query row (`qp`: laid out as load_chunk widens) against keys [j0, j0 + count),
+/// count <= 8, into s[0, count). Chunks: head width / 16 where constant (0: `chunks`).
+template <int Chunks, class KV>
+CPX_TARGET_AVX2 inline void score_block_row(const float* qp, const KV* k, index_t k_stride, index_t count, int chunks,
+                                            float* s) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+    for (int c = 0; c < (Chunks > 0 ? Chunks : chunks); ++c) {
+        const __m256 q0 = _mm256_load_ps(qp + 16 * c), q1 = _mm256_load_ps(qp + 16 * c + 8);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            if (j >= count) break;
+            __m256 x0, x1;
+            load_chunk(k + j * k_stride, c, x0, x1);
+            acc[j] = _mm256_fmadd_ps(x0, q0, acc[j]);
+            acc[j] = _mm256_fmadd_ps(x1, q1, acc[j]);
+        }
+    }
+    const __m256 sums = sum_lanes_8(acc);
+    if (count == score_block) {
+        _mm256_storeu_ps(s, sums);
+    } else {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_maskstore_ps(s, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane), sums);
+    }
+}
+
+template <int Chunks, class KV>
+CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t rows, int dim, const KV* k,
+                                 index_t k_stride, index_t n, float* s, index_t s_stride) {
+    const int chunks = dim / 16;
+    const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
+    for (index_t j0 = 0; j0 < n; j0 += score_block) {
+        for (index_t j = j0 + prefetch_rows; j < std::min(n, j0 + prefetch_rows + score_block); ++j)
+            prefetch_row(k + j * k_stride, key_bytes);
+        const index_t count = std::min(score_block, n - j0);
+        for (index_t i = 0; i < rows; ++i)
+            score_block_row<Chunks>(qp[i], k + j0 * k_stride, k_stride, count, chunks, s + i * s_stride + j0);
+    }
+}
+
+/// One pass of the value products over output dimensions [0, Width) of `v` (already offset to
+/// the pass): Rows x Width/8 accumulators.
+template <index_t Rows, int Width, class KV>
+CPX_TARGET_AVX2 void values_pass(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n, float* o,
+                                 index_t o_stride) {
+    constexpr int vectors = Width / 8;
+    __m256 acc[Rows][vectors];
+    for (auto& a : acc)
+        for (auto& x : a) x = _mm256_setzero_ps();
+    for (index_t j = 0; j < n; ++j) {
+        if (j + prefetch_rows < n)
+            prefetch_row(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
+        __m256 pj[Rows];
+        for (index_t i = 0; i < Rows; ++i) pj[i] = _mm256_broadcast_ss(p + i * p_stride + j);
+        const KV* vj = v + j * v_stride;
+#pragma GCC unroll 8
+        for (int c = 0; c < Width / 16; ++c) {
+            __m256 x0, x1;
+            load_chunk(vj, c, x0, x1);
+            for (index_t i = 0; i < Rows; ++i) {
+                acc[i][2 * c] = _mm256_fmadd_ps(x0, pj[i], acc[i][2 * c]);
+                acc[i][2 * c + 1] = _mm256_fmadd_ps(x1, pj[i], acc[i][2 * c + 1]);
+            }
+        }
+    }
+    for (index_t i = 0; i < Rows; ++i) {
+        float* oi = o + i * o_stride;
+        for (int c = 0; c < Width / 16; ++c) {
+            const __m256 a = acc[i][2 * c], b = acc[i][2 * c + 1];
+            if constexpr (std::is_same_v<KV, float>) {
+                _mm256_storeu_ps(oi + 16 * c, a);
+                _mm256_storeu_ps(oi + 16 * c + 8, b);
+            } else {  // a: even dimensions of the chunk, b: odd; interleave them back
+                const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+                _mm256_storeu_ps(oi + 16 * c, _mm256_permute2f128_ps(lo, hi, 0x20));
+                _mm256_storeu_ps(oi + 16 * c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+            }
+        }
+    }
+}
+
+template <index_t Rows, class KV>
+CPX_TARGET_AVX2 void values_rows(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n, int dim,
+                                 float* o, index_t o_stride) {
+    constexpr int width = Rows == 1 ? 64 : Rows == 2 ? 32 : 16;
+    int c0 = 0;
+    for (; c0 + width <= dim; c0 += width) values_pass<Rows, width>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+    if constexpr (width > 32)
+        for (; c0 + 32 <= dim; c0 += 32) values_pass<Rows, 32>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+    if constexpr (width > 16)
+        for (; c0 < dim; c0 += 16) values_pass<Rows, 16>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+}
+}  // namespace decode_detail
+
+/// s[i * s_stride + j] = q[i] . k[j] for i < rows, j < n. q: rows of `dim` floats,
+/// `q_stride` apart; key j starts at k + j * k_stride. dim: a multiple of 16 up to
+/// max_decode_head_dim (decode_kernel_fits); rows past max_decode_rows are scored four
+/// at a time.
+template <class KV>
+CPX_TARGET_AVX2
+void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, const KV* k, index_t k_stride, index_t n,
+                   float* s, index_t s_stride) {
+    static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
+    alignas(32) float qp[max_decode_rows][max_decode_head_dim];
+    for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
+        const index_t group = std::min(rows - i0, max_decode_rows);
+        for (index_t i = 0; i < group; ++i) {
+            const float* qi = q + (i0 + i) * q_stride;
+            if constexpr (std::is_same_v<KV, float>) {
+                std::copy_n(qi, dim, qp[i]);
+            } else {  // chunk c: its 8 even dimensions, then its 8 odd ones
+                for (int c = 0; c < dim / 16; ++c)
+                    for (int e = 0; e < 8; ++e) {
+                        qp[i][16 * c + e] = qi[16 * c + 2 * e];
+                        qp[i][16 * c + 8 + e] = qi[16 * c + 2 * e + 1];
+                    }
+            }
+        }
+        float* si = s + i0 * s_stride;
+        // Head width 64 (COMPLEXITY-DEEP's) with a constant chunk loop.
+        if (dim == 64) decode_detail::scores_rows<4>(qp, group, dim, k, k_stride, n, si, s_stride);
+        else decode_detail::scores_rows<0>(qp, group, dim, k, k_stride, n, si, s_stride);
+    }
+}
+
+/// o[i] = sum_{j < n} p[i * p_stride + j] v[j] for i < rows; value j starts at
+/// v + j * v_stride; o rows are `dim` floats (a multiple of 16), `o_stride` apart.
+template <class KV>
+CPX_TARGET_AVX2
+void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
+                   float* o, index_t o_stride) {
+    static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
+    static_assert(max_decode_rows == 4, "decode_values dispatches 1 to 4 rows");
+    for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
+        const float* pi = p + i0 * p_stride;
+        float* oi = o + i0 * o_stride;
+        switch (std::min(rows - i0, max_decode_rows)) {
+        case 1: decode_detail::values_rows<1>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        case 2: decode_detail::values_rows<2>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        case 3: decode_detail::values_rows<3>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        default: decode_detail::values_rows<4>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        }
+    }
+}
+
+}  // namespace cpx::cpu::avx2
+
+// The fp32- and bf16-cache kernels, declared extern with CPX_EXTERN_KERNELS and defined by
+// cpu/kernel_instances.hpp, as CPX_LINEAR_INSTANCES in cpu/kernels/linear.hpp.
+#define CPX_ATTENTION_DECODE_AVX2_INSTANCE(extern_, KV)                                                        \
+    extern_ template void cpx::cpu::avx2::decode_scores<KV>(const float*, cpx::index_t, cpx::index_t, int,     \
+                                                            const KV*, cpx::index_t, cpx::index_t, float*,     \
+                                                            cpx::index_t);                                     \
+    extern_ template void cpx::cpu::avx2::decode_values<KV>(const float*, cpx::index_t, cpx::index_t, const KV*, \
+                                                            cpx::index_t, cpx::index_t, int, float*, cpx::index_t);
+#define CPX_ATTENTION_DECODE_AVX2_INSTANCES(extern_) \
+    CPX_ATTENTION_DECODE_AVX2_INSTANCE(extern_, float) CPX_ATTENTION_DECODE_AVX2_INSTANCE(extern_, cpx::bf16)
+#else
+#define CPX_ATTENTION_DECODE_AVX2_INSTANCES(extern_)
+#endif
+
+#ifdef CPX_EXTERN_KERNELS
+CPX_ATTENTION_DECODE_AVX2_INSTANCES(extern)
+#endif
