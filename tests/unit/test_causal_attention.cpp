@@ -433,6 +433,14 @@ namespace {
 struct DecodeKernels {
     cpu::VectorIsa isa;
     int dim_step;
+    /// Head widths for the score pass: every multiple of 32 for AVX-512; for AVX2 (chunks of 16)
+    /// odd and even chunk counts, the constant-width 64, and the widest.
+    std::vector<int> score_dims() const {
+        if (isa == cpu::VectorIsa::avx2) return {16, 32, 48, 64, 80, 128, 208, 256};
+        std::vector<int> dims;
+        for (int dim = 32; dim <= 256; dim += 32) dims.push_back(dim);
+        return dims;
+    }
     template <class KV>
     void scores(const float* q, index_t qs, index_t rows, int dim, const KV* k, index_t ks, index_t n, float* s,
                 index_t ss) const {
@@ -465,7 +473,7 @@ TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and b
     for (const DecodeKernels& kernels : decode_kernel_sets("decode score pass")) {
         CAPTURE(cpu::vector_isa_name(kernels.isa));
         for (index_t n : {index_t{1}, index_t{7}, index_t{8}, index_t{37}}) {
-            for (int dim = kernels.dim_step; dim <= 256; dim += kernels.dim_step) {
+            for (int dim : kernels.score_dims()) {
                 for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
                     CAPTURE(n);
                     CAPTURE(dim);
