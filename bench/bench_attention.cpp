@@ -147,15 +147,16 @@ void core(int heads, int kv_heads, index_t tokens, int threads) {
         });
 }
 
-/// The causal core of a decode step alone: `seqs` sequences, one new query row each (12
-/// query heads over 4 KV heads of 64, 187M's), `context` cached positions in a head-major
-/// cache of KV (fp32 or bf16), at each vector level this machine has (cpu::VectorIsaLimit:
-/// `portable` is the general path, a widened copy and Eigen's GEMV), so the decode kernels
-/// are compared with it in one run.
+/// The causal core of a decode step alone: `seqs` sequences, one new query row each
+/// (`heads` query heads over `kv_heads` KV heads of `hd`), `context` cached positions in a
+/// head-major cache of KV (fp32 or bf16), at each vector level this machine has
+/// (cpu::VectorIsaLimit: `portable` is the general path, a widened copy and Eigen's GEMV), so
+/// the decode kernels are compared with it in one run.
 template <class KV>
-void core_decode(index_t seqs, index_t context, int threads, cpu::VectorIsa isa) {
-    constexpr int heads = 12, kv_heads = 4, hd = 64;
-    add("attention/core_decode/gqa_12x4x64/kv:" + std::string(std::is_same_v<KV, bf16> ? "bf16" : "f32") +
+void core_decode(int heads, int kv_heads, int hd, index_t seqs, index_t context, int threads, cpu::VectorIsa isa) {
+    add("attention/core_decode/" + std::string(heads == kv_heads ? "mha_" : "gqa_") + std::to_string(heads) + "x" +
+            std::to_string(kv_heads) + "x" + std::to_string(hd) + "/kv:" +
+            std::string(std::is_same_v<KV, bf16> ? "bf16" : "f32") +
             "/seqs:" + std::to_string(seqs) + "/context:" + std::to_string(context) + "/threads:" +
             std::to_string(threads) + "/" + std::string(cpu::vector_isa_name(isa)),
         [=](benchmark::State& state) {
@@ -281,10 +282,12 @@ void register_all() {
     core(12, 4, 2048, 1);
     for (cpu::VectorIsa isa : {cpu::VectorIsa::portable, cpu::VectorIsa::avx2, cpu::VectorIsa::avx512}) {
         if (isa > cpu::machine_vector_isa()) continue;
-        for (index_t context : {512, 2048}) core_decode<bf16>(1, context, 1, isa);
-        core_decode<float>(1, 512, 1, isa);
-        core_decode<bf16>(16, 512, 2, isa);
-        core_decode<float>(16, 512, 2, isa);
+        // 187M's heads (12 query heads on 4 KV heads of 64), and PRISM-mini's (8 heads of 128).
+        for (index_t context : {512, 2048}) core_decode<bf16>(12, 4, 64, 1, context, 1, isa);
+        core_decode<float>(12, 4, 64, 1, 512, 1, isa);
+        core_decode<bf16>(12, 4, 64, 16, 512, 2, isa);
+        core_decode<float>(12, 4, 64, 16, 512, 2, isa);
+        core_decode<bf16>(8, 8, 128, 1, 512, 1, isa);
     }
 
     for (index_t tokens : {128, 512, 2048}) {
