@@ -507,7 +507,7 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
     const index_t n = 37, p_stride = 41, v_stride = 230;
     for (const DecodeKernels& kernels : decode_kernel_sets("decode value pass")) {
         CAPTURE(cpu::vector_isa_name(kernels.isa));
-        // AVX-512: passes of 128 (up to two rows), 64 and 32; AVX2: 64 (one row), 32 (two), 16.
+        // AVX-512: passes of 128 (up to two rows), 64 and 32; AVX2: 64, 32 and 16, row by row.
         for (int dim : {16, 32, 48, 64, 80, 96, 128, 208, 224}) {
             if (dim % kernels.dim_step != 0) continue;
             for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time

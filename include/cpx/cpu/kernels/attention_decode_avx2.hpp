@@ -10,9 +10,12 @@
 //   partial sums (one per key) in registers, reduced to the block's eight scores by
 //   a tree of horizontal adds; the block's keys (1-2 KiB) stay in L1 while the
 //   next query rows read them again, so memory sees each key once.
-// - Values keep Rows x Width/8 accumulators: passes of 64 output dimensions for one
-//   row, 32 for two, 16 for three or four; a pass reads its part of every value row,
-//   the next pass the rest of the same lines from L2.
+// - Values: one query row at a time, eight accumulators over 64 output dimensions
+//   (then 32, 16), so a pass reads whole 64-dimension stretches of every value row; the
+//   other rows read the head again from L2. Passes over several rows at once (12
+//   accumulators: 16 dimensions for three rows) read each row in 64-byte pieces, one per
+//   pass, and were slower where the cache comes from memory: 187M's 16-sequence decode
+//   core 0.79 against 0.47 ms for bf16, 2.0 against 1.0-1.2 ms for fp32 (Zen 3).
 // Queries are laid out once per call in chunks of 16 dimensions matching what one
 // key chunk widens to (fp32: the chunk itself; bf16: its even then its odd
 // elements), and bf16 value outputs are accumulated by parity and interleaved at the
@@ -23,8 +26,8 @@
 //
 // Head dimensions must be multiples of 16 and at most max_decode_head_dim.
 // causal_attention.hpp calls these for bf16 caches where vector_isa() is AVX2 (its
-// comment has the measurements); fp32 caches keep Eigen's GEMV, as fast or faster
-// there. Compiled by function attribute on every x86 build.
+// comment has the measurements); fp32 caches keep Eigen's GEMV, as fast there.
+// Compiled by function attribute on every x86 build.
 
 #include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
 
@@ -127,57 +130,37 @@ CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t
     }
 }
 
-/// One pass of the value products over output dimensions [0, Width) of `v` (already offset to
-/// the pass): Rows x Width/8 accumulators.
-template <index_t Rows, int Width, class KV>
-CPX_TARGET_AVX2 void values_pass(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n, float* o,
-                                 index_t o_stride) {
+/// One query row's value products over output dimensions [0, Width) of `v` (already offset to
+/// the pass): Width/8 accumulators.
+template <int Width, class KV>
+CPX_TARGET_AVX2 void values_pass(const float* p, const KV* v, index_t v_stride, index_t n, float* o) {
     constexpr int vectors = Width / 8;
-    __m256 acc[Rows][vectors];
-    for (auto& a : acc)
-        for (auto& x : a) x = _mm256_setzero_ps();
+    __m256 acc[vectors];
+    for (auto& x : acc) x = _mm256_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
         if (j + prefetch_rows < n)
             prefetch_row(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
-        __m256 pj[Rows];
-        for (index_t i = 0; i < Rows; ++i) pj[i] = _mm256_broadcast_ss(p + i * p_stride + j);
+        const __m256 pj = _mm256_broadcast_ss(p + j);
         const KV* vj = v + j * v_stride;
 #pragma GCC unroll 8
         for (int c = 0; c < Width / 16; ++c) {
             __m256 x0, x1;
             load_chunk(vj, c, x0, x1);
-            for (index_t i = 0; i < Rows; ++i) {
-                acc[i][2 * c] = _mm256_fmadd_ps(x0, pj[i], acc[i][2 * c]);
-                acc[i][2 * c + 1] = _mm256_fmadd_ps(x1, pj[i], acc[i][2 * c + 1]);
-            }
+            acc[2 * c] = _mm256_fmadd_ps(x0, pj, acc[2 * c]);
+            acc[2 * c + 1] = _mm256_fmadd_ps(x1, pj, acc[2 * c + 1]);
         }
     }
-    for (index_t i = 0; i < Rows; ++i) {
-        float* oi = o + i * o_stride;
-        for (int c = 0; c < Width / 16; ++c) {
-            const __m256 a = acc[i][2 * c], b = acc[i][2 * c + 1];
-            if constexpr (std::is_same_v<KV, float>) {
-                _mm256_storeu_ps(oi + 16 * c, a);
-                _mm256_storeu_ps(oi + 16 * c + 8, b);
-            } else {  // a: even dimensions of the chunk, b: odd; interleave them back
-                const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-                _mm256_storeu_ps(oi + 16 * c, _mm256_permute2f128_ps(lo, hi, 0x20));
-                _mm256_storeu_ps(oi + 16 * c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-            }
+    for (int c = 0; c < Width / 16; ++c) {
+        const __m256 a = acc[2 * c], b = acc[2 * c + 1];
+        if constexpr (std::is_same_v<KV, float>) {
+            _mm256_storeu_ps(o + 16 * c, a);
+            _mm256_storeu_ps(o + 16 * c + 8, b);
+        } else {  // a: even dimensions of the chunk, b: odd; interleave them back
+            const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+            _mm256_storeu_ps(o + 16 * c, _mm256_permute2f128_ps(lo, hi, 0x20));
+            _mm256_storeu_ps(o + 16 * c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
         }
     }
-}
-
-template <index_t Rows, class KV>
-CPX_TARGET_AVX2 void values_rows(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n, int dim,
-                                 float* o, index_t o_stride) {
-    constexpr int width = Rows == 1 ? 64 : Rows == 2 ? 32 : 16;
-    int c0 = 0;
-    for (; c0 + width <= dim; c0 += width) values_pass<Rows, width>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
-    if constexpr (width > 32)
-        for (; c0 + 32 <= dim; c0 += 32) values_pass<Rows, 32>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
-    if constexpr (width > 16)
-        for (; c0 < dim; c0 += 16) values_pass<Rows, 16>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
 }
 }  // namespace decode_detail
 
@@ -219,16 +202,16 @@ CPX_TARGET_AVX2
 void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
-    static_assert(max_decode_rows == 4, "decode_values dispatches 1 to 4 rows");
-    for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
-        const float* pi = p + i0 * p_stride;
-        float* oi = o + i0 * o_stride;
-        switch (std::min(rows - i0, max_decode_rows)) {
-        case 1: decode_detail::values_rows<1>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        case 2: decode_detail::values_rows<2>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        case 3: decode_detail::values_rows<3>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        default: decode_detail::values_rows<4>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+    for (index_t i = 0; i < rows; ++i) {
+        const float* pi = p + i * p_stride;
+        float* oi = o + i * o_stride;
+        int c0 = 0;
+        for (; c0 + 64 <= dim; c0 += 64) decode_detail::values_pass<64>(pi, v + c0, v_stride, n, oi + c0);
+        if (c0 + 32 <= dim) {
+            decode_detail::values_pass<32>(pi, v + c0, v_stride, n, oi + c0);
+            c0 += 32;
         }
+        if (c0 < dim) decode_detail::values_pass<16>(pi, v + c0, v_stride, n, oi + c0);
     }
 }
 

@@ -368,9 +368,8 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
 #ifdef CPX_HAVE_ATTENTION_DECODE_AVX2
         // The same on AVX2 (cpu/kernels/attention_decode_avx2.hpp), for bf16 caches: 187M's decode
         // core (12 query heads on 4 KV heads of 64, 512 cached positions, Zen 3) one sequence
-        // on one thread 0.092-0.102 -> 0.056 ms, 16 sequences on two 0.83-0.94 -> 0.50-0.66 ms.
-        // An fp32 cache stays on Eigen's GEMV in place, which was level with the kernel for one
-        // sequence and faster for 16 (1.0-1.1 against 1.4-1.7 ms).
+        // on one thread 0.083-0.102 -> 0.055-0.061 ms, 16 sequences on two 0.81-0.98 -> 0.47-0.50
+        // ms. An fp32 cache stays on Eigen's GEMV in place, level with the kernel there.
         if constexpr (std::is_same_v<KV, bf16>) {
             if (isa == VectorIsa::avx2 && avx2::decode_kernel_fits(m, dq, dv)) {
                 avx2::decode_scores(qg, dq, m, dq, k.head(0, kh), k.row_stride, n, s, ss);
