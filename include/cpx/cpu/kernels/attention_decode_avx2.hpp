@@ -43,6 +43,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
 
 namespace cpx::cpu::avx2 {
@@ -60,10 +61,6 @@ namespace decode_detail {
 inline constexpr index_t score_block = 8;
 /// How many cached rows ahead each pass prefetches.
 inline constexpr index_t prefetch_rows = 16;
-
-inline void prefetch_row(const void* row, index_t bytes) {
-    for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
-}
 
 /// Chunk c (16 dimensions) of a cached row as two vectors: fp32, its two halves; bf16,
 /// its even and its odd elements.
@@ -123,7 +120,7 @@ CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t
     const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
     for (index_t j0 = 0; j0 < n; j0 += score_block) {
         for (index_t j = j0 + prefetch_rows; j < std::min(n, j0 + prefetch_rows + score_block); ++j)
-            prefetch_row(k + j * k_stride, key_bytes);
+            prefetch_lines_l1(k + j * k_stride, key_bytes);
         const index_t count = std::min(score_block, n - j0);
         for (index_t i = 0; i < rows; ++i)
             score_block_row<Chunks>(qp[i], k + j0 * k_stride, k_stride, count, chunks, s + i * s_stride + j0);
@@ -139,7 +136,7 @@ CPX_TARGET_AVX2 void values_pass(const float* p, const KV* v, index_t v_stride, 
     for (auto& x : acc) x = _mm256_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
         if (j + prefetch_rows < n)
-            prefetch_row(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
+            prefetch_lines_l1(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
         const __m256 pj = _mm256_broadcast_ss(p + j);
         const KV* vj = v + j * v_stride;
 #pragma GCC unroll 8

@@ -51,6 +51,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512 {
@@ -98,11 +99,6 @@ CPX_TARGET_AVX512 inline __m512 sum_lanes_8(__m512 (&v)[8]) {
     const __m512i lo = _mm512_load_si512(fold_tables[3][0].lanes);
     const __m512i hi = _mm512_load_si512(fold_tables[3][1].lanes);
     return _mm512_add_ps(_mm512_permutex2var_ps(v[0], lo, v[0]), _mm512_permutex2var_ps(v[0], hi, v[0]));
-}
-
-/// Prefetches the `bytes` from `row` into L1.
-inline void prefetch_row(const void* row, index_t bytes) {
-    for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
 }
 
 /// Keys per block of the score pass: Rows x 8 partial sums stay in registers.
@@ -159,7 +155,7 @@ CPX_TARGET_AVX512 void decode_scores_rows(const float (*even)[max_decode_head_di
     index_t j0 = 0;
     for (; j0 + score_block <= n; j0 += score_block) {
         for (index_t j = j0 + 2 * score_block; j < std::min(n, j0 + 3 * score_block); ++j)
-            prefetch_row(k + j * k_stride, key_bytes);
+            prefetch_lines_l1(k + j * k_stride, key_bytes);
         for (auto& row : part)
             for (auto& x : row) x = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -231,7 +227,7 @@ CPX_TARGET_AVX512 void decode_values_pass(const float* p, index_t p_stride, cons
         for (auto& x : a) x = _mm512_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
         if (j + decode_value_prefetch_rows < n)
-            prefetch_row(v + (j + decode_value_prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
+            prefetch_lines_l1(v + (j + decode_value_prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
         __m512 x[vectors];
         if constexpr (std::is_same_v<KV, float>) {
             const float* vj = v + j * v_stride;
