@@ -122,10 +122,12 @@ void gqa_decode(const std::string& name, index_t context, int threads) {
         });
 }
 
-/// The causal core alone: `heads` query heads over `kv_heads` KV heads of 64.
-void core(int heads, int kv_heads, index_t tokens, int threads) {
+/// The causal core alone: `heads` query heads over `kv_heads` KV heads of 64; `packed`: its
+/// products on keys and values packed per call (Compute::fp32_packed) instead of Eigen's.
+void core(int heads, int kv_heads, index_t tokens, int threads, bool packed = false) {
     constexpr int hd = 64;
-    add("attention/core/gqa_" + std::to_string(heads) + "x" + std::to_string(kv_heads) + "x64" + suffix(tokens, threads),
+    add("attention/core/gqa_" + std::to_string(heads) + "x" + std::to_string(kv_heads) + "x64" +
+            (packed ? "/compute:fp32_packed" : "") + suffix(tokens, threads),
         [=](benchmark::State& state) {
             bench::set_threads(threads);
             const auto q = bench::normal_vector<float>(static_cast<std::size_t>(tokens) * heads * hd, 1.0, 1);
@@ -141,7 +143,9 @@ void core(int heads, int kv_heads, index_t tokens, int threads) {
             bench::run(state, work, [&] {
                 cpu::causal_attention<float>(heads_of(q.data(), heads), heads_of(k.data(), kv_heads),
                                              heads_of(v.data(), kv_heads),
-                                             cpu::packed_heads(out.data(), tokens, heads, hd), 0, 0.125f, ws);
+                                             cpu::packed_heads(out.data(), tokens, heads, hd), 0, 0.125f, ws,
+                                             cpu::NoAttentionObserver{},
+                                             packed ? cpu::Compute::fp32_packed : cpu::Compute::fp32);
                 benchmark::DoNotOptimize(out.data());
             });
         });
@@ -278,8 +282,11 @@ void register_all() {
         gqa_decode<ComplexityDeep187M>("attention/mu_gqa/187M", context, 2);
         gqa_decode<ComplexityNoMu177M>("attention/gqa_no_mu/177M", context, 2);
     }
-    for (index_t tokens : {512, 2048}) core(12, 4, tokens, 2);
-    core(12, 4, 2048, 1);
+    for (bool packed : {false, true}) {
+        if (packed && !bench::packed_runs()) continue;
+        for (index_t tokens : {512, 2048}) core(12, 4, tokens, 2, packed);
+        core(12, 4, 2048, 1, packed);
+    }
     for (cpu::VectorIsa isa : {cpu::VectorIsa::portable, cpu::VectorIsa::avx2, cpu::VectorIsa::avx512}) {
         if (isa > cpu::machine_vector_isa()) continue;
         // 187M's heads (12 query heads on 4 KV heads of 64), and PRISM-mini's (8 heads of 128).
