@@ -95,7 +95,7 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // lane thresholds and widths. The AVX2 kernels take 16 inputs per chunk (one
     // row: two chunks per step), pairs of input rows against four weight rows,
     // and cut input-major weights into 1, 2 or 4 blocks of rows (800 inputs: 2,
-    // 1061: 4). Every kernel family the machine runs (AVX-512, AVX2, portable) is
+    // 1061: 4), read four weight rows at a time (one input row: one at a time). Every kernel family the machine runs (AVX-512, AVX2, portable) is
     // checked.
     const auto isas = testing::vector_isas();
     for (int rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 16})
