@@ -118,26 +118,61 @@ CPX_TARGET_AVX2 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& 
     }
 }
 
+namespace detail {
+/// The lines of weight rows [r, r_end) (each `row_bytes` long, `ld_bytes` apart from `rows`)
+/// fetched into L1 `per_step` lines per step() (none where r == r_end).
+struct NextRows {
+    const char* rows = nullptr;
+    index_t row_bytes = 0, ld_bytes = 0, offset = 0;
+    int r = 0, r_end = 0, per_step = 0;
+
+    void step() {
+        for (int k = 0; k < per_step && r < r_end; ++k) {
+            _mm_prefetch(rows + r * ld_bytes + offset, _MM_HINT_T0);
+            if ((offset += 64) >= row_bytes) offset = 0, ++r;
+        }
+    }
+};
+}  // namespace detail
+
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for the rows of xs (bf16 weights: each row split by
 /// split_row_by_parity; fp32: as is) and o in [o0, o1): blocks of four weight rows against
 /// pairs of input rows (a short last block repeats its last row and stores only its own sums).
+/// The first pair reads a block from memory and the others from L1, which the hardware
+/// prefetchers do not run ahead of: so the pairs fetch the next block's rows while they compute
+/// (pair p of `pairs` its share of the four), and its stream overlaps this block's arithmetic.
 template <class W>
 CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
                                   const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
     const index_t in = w.cols, body = in / chunk * chunk;
+    const index_t pairs = (xs.rows + 1) / 2, steps = body / chunk;
+    const index_t row_bytes = in * static_cast<index_t>(sizeof(W)), row_lines = (row_bytes + 63) / 64;
     for (index_t o = o0; o < o1; o += 4) {
         const int here = static_cast<int>(o1 - o < 4 ? o1 - o : 4);
+        const index_t left = o1 - (o + 4);  // rows of the next block
+        const int next_rows = left <= 0 ? 0 : left < 4 ? static_cast<int>(left) : 4;
         const W* r[4];
         for (int j = 0; j < 4; ++j) r[j] = w.data + (o + (j < here ? j : here - 1)) * w.ld;
         for (index_t m0 = 0; m0 < xs.rows; m0 += 2) {
             const bool pair = m0 + 1 < xs.rows;
             const float* x0 = xs.row(m0);
             const float* x1 = pair ? xs.row(m0 + 1) : x0;
+            detail::NextRows next;
+            if (next_rows > 0 && steps > 0) {
+                const index_t p = m0 / 2;
+                next.rows = reinterpret_cast<const char*>(w.data + (o + 4) * w.ld);
+                next.row_bytes = row_bytes;
+                next.ld_bytes = w.ld * static_cast<index_t>(sizeof(W));
+                next.r = static_cast<int>(p * next_rows / pairs);
+                next.r_end = static_cast<int>((p + 1) * next_rows / pairs);
+                next.per_step = static_cast<int>(((next.r_end - next.r) * row_lines + steps - 1) / steps);
+            }
             __m256 a[4][2];
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) a[j][0] = a[j][1] = _mm256_setzero_ps();
             for (index_t i = 0; i < body; i += chunk) {
+                next.step();
                 const __m256 x0e = _mm256_loadu_ps(x0 + i), x0o = _mm256_loadu_ps(x0 + i + 8);
                 const __m256 x1e = _mm256_loadu_ps(x1 + i), x1o = _mm256_loadu_ps(x1 + i + 8);
 #pragma GCC unroll 4
