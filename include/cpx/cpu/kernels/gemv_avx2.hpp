@@ -119,18 +119,14 @@ CPX_TARGET_AVX2 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& 
 }
 
 namespace detail {
-/// The lines of weight rows [r, r_end) (each `row_bytes` long, `ld_bytes` apart from `rows`)
-/// fetched into L1 `per_step` lines per step() (none where r == r_end).
-struct NextRows {
-    const char* rows = nullptr;
-    index_t row_bytes = 0, ld_bytes = 0, offset = 0;
-    int r = 0, r_end = 0, per_step = 0;
+/// Lines [next, end) fetched into L1, `per_step` per step() (none by default).
+struct NextLines {
+    const char* next = nullptr;
+    const char* end = nullptr;
+    index_t per_step = 0;
 
     void step() {
-        for (int k = 0; k < per_step && r < r_end; ++k) {
-            _mm_prefetch(rows + r * ld_bytes + offset, _MM_HINT_T0);
-            if ((offset += 64) >= row_bytes) offset = 0, ++r;
-        }
+        for (index_t k = 0; k < per_step && next < end; ++k, next += 64) _mm_prefetch(next, _MM_HINT_T0);
     }
 };
 }  // namespace detail
@@ -139,15 +135,18 @@ struct NextRows {
 /// split_row_by_parity; fp32: as is) and o in [o0, o1): blocks of four weight rows against
 /// pairs of input rows (a short last block repeats its last row and stores only its own sums).
 /// The first pair reads a block from memory and the others from L1, which the hardware
-/// prefetchers do not run ahead of: so the pairs fetch the next block's rows while they compute
-/// (pair p of `pairs` its share of the four), and its stream overlaps this block's arithmetic.
+/// prefetchers do not run ahead of: so the pairs fetch the next block's lines while they compute
+/// (pair p of `pairs` its share), and its stream overlaps this block's arithmetic.
 template <class W>
 CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
                                   const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
     const index_t in = w.cols, body = in / chunk * chunk;
     const index_t pairs = (xs.rows + 1) / 2, steps = body / chunk;
-    const index_t row_bytes = in * static_cast<index_t>(sizeof(W)), row_lines = (row_bytes + 63) / 64;
+    const index_t row_bytes = in * static_cast<index_t>(sizeof(W));
+    // The next block is one range of memory where the rows are packed (a strided view's gaps are
+    // not fetched: it is left to the hardware).
+    const bool contiguous = w.ld == in;
     for (index_t o = o0; o < o1; o += 4) {
         const int here = static_cast<int>(o1 - o < 4 ? o1 - o : 4);
         const index_t left = o1 - (o + 4);  // rows of the next block
@@ -158,15 +157,13 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
             const bool pair = m0 + 1 < xs.rows;
             const float* x0 = xs.row(m0);
             const float* x1 = pair ? xs.row(m0 + 1) : x0;
-            detail::NextRows next;
-            if (next_rows > 0 && steps > 0) {
-                const index_t p = m0 / 2;
-                next.rows = reinterpret_cast<const char*>(w.data + (o + 4) * w.ld);
-                next.row_bytes = row_bytes;
-                next.ld_bytes = w.ld * static_cast<index_t>(sizeof(W));
-                next.r = static_cast<int>(p * next_rows / pairs);
-                next.r_end = static_cast<int>((p + 1) * next_rows / pairs);
-                next.per_step = static_cast<int>(((next.r_end - next.r) * row_lines + steps - 1) / steps);
+            detail::NextLines next;
+            if (contiguous && next_rows > 0 && steps > 0) {  // pair m0 / 2's share of the next block
+                const index_t lines = next_rows * row_bytes / 64, p = m0 / 2;
+                const char* block = reinterpret_cast<const char*>(w.data + (o + 4) * w.ld);
+                next.next = block + 64 * (p * lines / pairs);
+                next.end = block + 64 * ((p + 1) * lines / pairs);
+                next.per_step = ((next.end - next.next) / 64 + steps - 1) / steps;
             }
             __m256 a[4][2];
 #pragma GCC unroll 4
