@@ -14,8 +14,8 @@
 // - One row: each weight row read whole before the next (one ascending stream per
 //   thread), four accumulators, no software prefetch.
 // - 2 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
-//   for a pair of input rows: eight accumulators, the widened pair and both rows'
-//   input halves in 14 of the 16 registers.
+//   for a pair of input rows: eight accumulators (GCC 12 reads the inputs from L1 as
+//   the FMAs' memory operands); the next block's lines fetched meanwhile.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
 // is cut into contiguous blocks of weight rows, each read whole, four rows at a time
