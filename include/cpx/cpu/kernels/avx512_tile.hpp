@@ -13,6 +13,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/kernels/panel_gemm.hpp"
+#include "cpx/cpu/kernels/prefetch_lines.hpp"  // LineStream
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512_tile {
@@ -51,11 +52,7 @@ struct Accumulators {
 
 /// A tile's share of the next block (panel_gemm::Lookahead), fetched toward L2 a few lines
 /// per step of the tile's input loop so that the stream spreads over the whole tile.
-struct Prefetcher {
-    const char* next = nullptr;
-    const char* end = nullptr;
-    int per_step = 0;  ///< 0: nothing to fetch
-
+struct Prefetcher : LineStream<false> {
     Prefetcher() = default;
     template <class T>
     Prefetcher(PackedPanelsView<T> b, const panel_gemm::Lookahead& ahead, index_t steps) {
@@ -65,10 +62,6 @@ struct Prefetcher {
         next = block + 64 * (lines * ahead.share_begin / ahead.shares);
         end = block + 64 * (lines * ahead.share_end / ahead.shares);
         per_step = static_cast<int>(((end - next) / 64 + steps - 1) / steps);
-    }
-    // Prefetch instructions only (SSE): no target attribute, so the AVX2 kernel inlines it too.
-    void step() {
-        for (int i = 0; i < per_step && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
     }
 };
 

@@ -40,6 +40,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/kernels/prefetch_lines.hpp"  // LineStream
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
 
@@ -118,19 +119,6 @@ CPX_TARGET_AVX2 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& 
     }
 }
 
-namespace detail {
-/// Lines [next, end) fetched into L1, `per_step` per step() (none by default).
-struct NextLines {
-    const char* next = nullptr;
-    const char* end = nullptr;
-    index_t per_step = 0;
-
-    void step() {
-        for (index_t k = 0; k < per_step && next < end; ++k, next += 64) _mm_prefetch(next, _MM_HINT_T0);
-    }
-};
-}  // namespace detail
-
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for the rows of xs (bf16 weights: each row split by
 /// split_row_by_parity; fp32: as is) and o in [o0, o1): blocks of four weight rows against
 /// pairs of input rows (a short last block repeats its last row and stores only its own sums).
@@ -157,13 +145,13 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
             const bool pair = m0 + 1 < xs.rows;
             const float* x0 = xs.row(m0);
             const float* x1 = pair ? xs.row(m0 + 1) : x0;
-            detail::NextLines next;
+            LineStream<true> next;
             if (contiguous && next_rows > 0 && steps > 0) {  // pair m0 / 2's share of the next block
                 const index_t lines = next_rows * row_bytes / 64, p = m0 / 2;
                 const char* block = reinterpret_cast<const char*>(w.data + (o + 4) * w.ld);
                 next.next = block + 64 * (p * lines / pairs);
                 next.end = block + 64 * ((p + 1) * lines / pairs);
-                next.per_step = ((next.end - next.next) / 64 + steps - 1) / steps;
+                next.per_step = static_cast<int>(((next.end - next.next) / 64 + steps - 1) / steps);
             }
             __m256 a[4][2];
 #pragma GCC unroll 4
@@ -205,36 +193,23 @@ CPX_TARGET_AVX2 inline __m256 load8(const W* w) {
     }
 }
 
-/// part[0, :] += sum over weight rows [i0, i1) of x[0, i] w[i, :] for one input row: one weight
-/// row at a time, so the thread's block is one ascending stream. Four rows at a time (below)
-/// are four streams a row apart that restart every four rows, which the hardware prefetchers
-/// followed worse: the 187M expert's down projection [512 -> 768] on bf16 weights, two threads,
-/// read at 0.42-0.63 of the machine's read rate that way and 0.72-0.80 this way (Zen 3,
-/// alternated binaries; gate|up level). The extra partial-sum loads and stores stay in L1.
-template <class W>
-CPX_TARGET_AVX2 void row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1, float* part) {
-    const index_t n = w.cols, body = n / 8 * 8;
-    for (index_t i = i0; i < i1; ++i) {
-        const W* wr = w.data + i * w.ld;
-        const __m256 xv = _mm256_set1_ps(x[i]);
-        index_t j = 0;
-        for (; j < body; j += 8) _mm256_store_ps(part + j, _mm256_fmadd_ps(xv, load8(wr + j), _mm256_load_ps(part + j)));
-        for (; j < n; ++j) part[j] += x[i] * to_float(wr[j]);
-    }
-}
-
 /// part[m, :] += sum over weight rows [i0, i1) of x[m, i] w[i, :] for the rows of x (part: rows
 /// of `stride` floats); four weight rows at a time, each read whole, each widened chunk of them
 /// used for two input rows (16 rows of the 187M expert's products, two threads, Zen 3: bf16
 /// 2.5-3.2 -> 3.2-3.9 GB/s, fp32 5.7-6.4 -> 6.4-9.0; the widening had been repeated per row).
 /// Fetching the next four rows' lines in software measured level to slower at 4 and 16 rows.
+/// One input row takes the one-row loop at the end for every weight row: its block is then one
+/// ascending stream, where four rows at a time are four streams a row apart that restart every
+/// four rows, which the hardware prefetchers followed worse (the 187M expert's down projection
+/// [512 -> 768] on bf16 weights, two threads: 0.42-0.63 of the machine's read rate that way,
+/// 0.72-0.80 this way; Zen 3, alternated binaries; gate|up level). The extra partial-sum loads
+/// and stores stay in L1.
 template <class W>
 CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t i0,
                                   index_t i1, float* part, index_t stride) {
-    if (x.rows == 1) return row_nn_part<W>(x.row(0), w, i0, i1, part);
     const index_t n = w.cols, body = n / 8 * 8;
     index_t i = i0;
-    for (; i + 4 <= i1; i += 4) {
+    for (; x.rows > 1 && i + 4 <= i1; i += 4) {
         const W* w0 = w.data + i * w.ld;
         const W* w1 = w0 + w.ld;
         const W* w2 = w1 + w.ld;

@@ -1,8 +1,12 @@
 #pragma once
-// A software prefetch of a short contiguous stretch into L1, one instruction per 64-byte line:
-// what the decode attention kernels (cpu/kernels/attention_decode_avx512.hpp,
-// attention_decode_avx2.hpp) issue for the cached rows they read next, stretches of a few
-// hundred bytes too short for the hardware prefetchers to pick up before they end.
+// Software prefetches, one instruction per 64-byte line:
+// - prefetch_lines_l1: a short contiguous stretch into L1 at once, what the decode attention
+//   kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp) issue for the
+//   cached rows they read next, stretches of a few hundred bytes too short for the hardware
+//   prefetchers to pick up before they end;
+// - LineStream: a range fetched a few lines per iteration of a compute loop, so that the
+//   stream spreads over the loop (the packed GEMM tiles' next block, cpu/kernels/avx512_tile.hpp;
+//   the AVX2 few-row loop's next weight rows, cpu/kernels/gemv_avx2.hpp).
 
 #include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
 
@@ -18,6 +22,22 @@ namespace cpx::cpu {
 inline void prefetch_lines_l1(const void* row, index_t bytes) {
     for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
 }
+
+/// Lines [next, end) fetched `per_step` per step(), into L1 (L1 = true) or L2; nothing by default.
+template <bool L1>
+struct LineStream {
+    const char* next = nullptr;
+    const char* end = nullptr;
+    int per_step = 0;  ///< 0: nothing to fetch
+
+    // Prefetch instructions only (SSE): no target attribute, so AVX2 and AVX-512 kernels inline it.
+    void step() {
+        for (int i = 0; i < per_step && next < end; ++i, next += 64) {
+            if constexpr (L1) _mm_prefetch(next, _MM_HINT_T0);
+            else _mm_prefetch(next, _MM_HINT_T1);
+        }
+    }
+};
 
 }  // namespace cpx::cpu
 
