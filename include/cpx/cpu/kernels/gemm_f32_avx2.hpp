@@ -9,8 +9,10 @@
 // accumulators, 2 B vectors and a broadcast: two loads and six broadcasts per 12 FMAs),
 // 2 rows x 32 columns, or 1 row x 64 columns (decode: the panel read as one stream, each
 // weight used once, straight from memory into its FMA). The block's B part stays in L2
-// between strips; the first strip of a multi-row tile fetches every line of the group
-// (all strips' lines) ahead, so the later strips read it from cache.
+// between strips. A tile of several rows reads the block from memory in its first strip only,
+// so it fetches the next block's lines over all of its strips (single_tile_ahead, below); the
+// last block of a thread's share has no next one, and its first strip fetches every line of
+// the group (all strips' lines) ahead instead.
 //
 // bf16 panels (a weight stored in bf16, Compute::fp32_packed) hold two consecutive inputs of
 // one column per 32-bit word: the same 256 bytes per input pair as fp32 per input, widened
@@ -36,14 +38,25 @@ namespace cpx::cpu::avx2_f32 {
 
 /// Rows per tile (the same as the AVX-512 kernel's: panel_gemm's row blocks are multiples of it).
 inline constexpr int tile_rows = 6;
-/// Strips of a full panel for a tile of more than two rows: the factor by which the caller
-/// spreads a tile's prefetches (avx512_tile::Prefetcher) over more input steps.
-inline constexpr index_t passes = packed_panel_cols / 16;
-
-/// 8-lane vectors per strip for a tile of MR rows: what fits 16 registers.
+/// 8-lane vectors per strip for a tile of `rows` rows: what fits 16 registers.
+constexpr int strip_vectors_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : 2; }
 template <int MR>
-inline constexpr int strip_vectors = MR == 1 ? 8 : MR == 2 ? 4 : 2;
+inline constexpr int strip_vectors = strip_vectors_for(MR);
 static_assert(packed_panel_cols % 64 == 0, "a panel is whole strips of every width");
+/// Strips of a full panel for a tile of `rows` rows (1, 2 or 4 passes over its inputs): the
+/// factor by which the caller spreads the tile's prefetches (avx512_tile::Prefetcher) over
+/// more input steps.
+constexpr index_t passes(int rows) { return packed_panel_cols / (8 * strip_vectors_for(rows)); }
+/// Rows from which a tile that is the only one over its block (batched decode, the routed
+/// experts' few rows) fetches the next block, spread over its passes (panel_gemm::thread_share):
+/// its first pass reads the block from memory and the others from cache, and with only the
+/// first pass fetching (4 KiB ahead) memory idled during the others. 187M decode steps, 512
+/// cached tokens, two threads, Zen 3, alternated binaries: 4 sequences on fp32 panels
+/// (`fp32_packed`) 72.7-88.8 -> 47.3-53.3 ms (the stored weights' few-row loop: 45.7-50.4),
+/// on bf16 panels 36.2-38.0 -> 26.4-30.9 ms, under `bf16` 38.1-39.2 -> 29.0-29.3 ms and at 16
+/// sequences 72.3-79.7 -> 63.8-65.7 ms (its experts see ~4 rows each); one sequence and fp32
+/// panels at 16 level.
+inline constexpr index_t single_tile_ahead = 2;
 
 /// The accumulators of an MR-row strip of NV vectors over C's columns [0, cols) of the strip.
 /// Only a strip that ends past `cols` (the last strip of a narrow panel) loads and stores C

@@ -15,6 +15,7 @@
 // (gemm_f32_packed_available() says which).
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -54,11 +55,13 @@ inline bool gemm_f32_packed_available() {
 
 namespace gemm_f32_detail {
 #ifdef CPX_HAVE_GEMM_F32_PACKED
-/// The two micro-kernels behind one interface. `passes`: how many times a tile walks its
-/// input steps (the AVX2 tile once per column strip), over which its prefetches spread.
+/// The two micro-kernels behind one interface. `passes(rows)`: how many times a tile of that
+/// many rows walks its input steps (the AVX2 tile once per column strip), over which its
+/// prefetches spread; `single_tile_ahead`: panel_gemm::thread_share's argument of that name.
 struct Avx512Kernel {
     static constexpr int tile_rows = avx512_f32::tile_rows;
-    static constexpr index_t passes = 1;
+    static constexpr index_t passes(int) { return 1; }
+    static constexpr index_t single_tile_ahead = std::numeric_limits<index_t>::max();
     template <class... A>
     static void tile_rows_n(A&&... a) { avx512_f32::tile_rows_n(std::forward<A>(a)...); }
     template <class... A>
@@ -66,7 +69,8 @@ struct Avx512Kernel {
 };
 struct Avx2Kernel {
     static constexpr int tile_rows = avx2_f32::tile_rows;
-    static constexpr index_t passes = avx2_f32::passes;
+    static constexpr index_t passes(int rows) { return avx2_f32::passes(rows); }
+    static constexpr index_t single_tile_ahead = avx2_f32::single_tile_ahead;
     template <class... A>
     static void tile_rows_n(A&&... a) { avx2_f32::tile_rows_n(std::forward<A>(a)...); }
     template <class... A>
@@ -86,7 +90,7 @@ void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const Strid
         [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block, const panel_gemm::Lookahead& next) {
             const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
             const bool load_c = accumulate || !first_block;
-            const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes);
+            const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes(rows));
             if constexpr (std::is_same_v<T, float>) {
                 Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols, y.ld,
                                     cols, load_c, ahead);
@@ -95,7 +99,8 @@ void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const Strid
                 Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
                                          y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
             }
-        });
+        },
+        Kernel::single_tile_ahead);
 }
 #endif
 

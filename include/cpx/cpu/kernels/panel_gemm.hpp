@@ -13,6 +13,7 @@
 // share of B).
 
 #include <algorithm>
+#include <limits>
 
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
@@ -62,17 +63,20 @@ struct Lookahead {
 /// (two threads, Zen 5, alternated): 16 rows 5.8-8.1 -> 4.9-6.6 ms, 32 rows 9.1 -> 7.3 ms,
 /// fp32 panels at 16 rows 12.8-15.8 -> 10.9-12.2 ms; whole-model fp32_packed prefill at 512
 /// tokens on two threads 259-278 -> 244-252 ms, bf16 prefill level. A product of one tile of
-/// rows (<= tile_rows: batch-1 decode) streams B under the hardware prefetchers, as before.
+/// rows (<= tile_rows: batch-1 decode) streams B under the hardware prefetchers, as before,
+/// unless it has at least `single_tile_ahead` rows: a kernel whose tile walks its panel in
+/// several passes (the AVX2 fp32 tile, cpu/kernels/gemm_f32_avx2.hpp) reads the block from
+/// memory in its first pass only, so it fetches the next block over all of them as well.
 template <class Tile>
 void thread_share(int t, int team, index_t m, index_t panels, index_t depth, index_t block_depth, int tile_rows,
-                  Tile&& tile) {
+                  Tile&& tile, index_t single_tile_ahead = std::numeric_limits<index_t>::max()) {
     const int tn = static_cast<int>(std::min<index_t>(team, panels));
     const int tm = team / tn;
     if (t >= tn * tm) return;
     index_t p0, p1, r0, r1;
     split(panels, tn, t % tn, 1, p0, p1);
     split(m, tm, t / tn, tile_rows, r0, r1);
-    const bool ahead = r1 - r0 > tile_rows;
+    const bool ahead = r1 - r0 > tile_rows || r1 - r0 >= single_tile_ahead;
     for (index_t mb = r0; mb < r1; mb += block_rows) {
         const index_t me = std::min(r1, mb + block_rows);
         for (index_t pb = p0; pb < p1; pb += block_panels) {
