@@ -136,6 +136,11 @@ TEST_CASE("packed fp32 product: inputs over several blocks, the last one short")
             run_case<cpu::PackedF32>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
             run_case<cpu::PackedBf16>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);  // odd: the last pair half
             run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, cpu::WeightOrientation::out_in);
+            // Decode's few rows: one tile per thread, which on AVX2 fetches the next block (the
+            // next panel, or its next input block) over its 2 or 4 strips.
+            run_case<cpu::PackedF32>(2, k, 130, accumulate, cpu::WeightOrientation::out_in);
+            run_case<cpu::PackedF32>(4, k, 130, accumulate, cpu::WeightOrientation::out_in);
+            run_case<cpu::PackedBf16>(3, k, 130, accumulate, cpu::WeightOrientation::out_in);
         }
     });
 }
