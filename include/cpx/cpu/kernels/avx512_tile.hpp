@@ -67,9 +67,9 @@ struct Prefetcher : LineStream<false> {
 
 /// What a tile of 2-6 rows without a Prefetcher (the only tile over its block: decode of 2-6
 /// sequences; on AVX2 only at the end of a thread's share, panel_gemm::thread_share's
-/// `single_tile_ahead`) fetches instead: its panel stream `stream_distance` bytes ahead, into L1. Its
-/// loop body is mostly dot products, so the out-of-order window holds few of its loads and the
-/// hardware prefetchers alone kept too few lines in flight. The 126 products of a 187M decode
+/// `single_tile_ahead`) fetches instead: its panel stream `stream_distance` bytes ahead, into
+/// L1. Its loop body is mostly dot products, so the out-of-order window holds few of its loads
+/// and the hardware prefetchers alone kept too few lines in flight. The 126 products of a 187M decode
 /// step on one thread (Zen 5, alternated binaries): bf16 at 6 rows 5.5-6.2 -> 4.7-5.0 ms, 4
 /// rows 5.3 -> 4.9-5.1 ms; fp32 panels at 4 rows 12.1-12.4 -> 9.9-10.2 ms, 6 rows 11.3 -> 10.2
 /// ms; 1 and 2 KiB ahead gained less, 8 KiB no more. A one-row tile is a bare stream that the

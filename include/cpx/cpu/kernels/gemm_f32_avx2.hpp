@@ -57,6 +57,8 @@ constexpr index_t passes(int rows) { return packed_panel_cols / (8 * strip_vecto
 /// sequences 72.3-79.7 -> 63.8-65.7 ms (its experts see ~4 rows each); one sequence and fp32
 /// panels at 16 level.
 inline constexpr index_t single_tile_ahead = 2;
+static_assert(passes(1) == 1 && passes(static_cast<int>(single_tile_ahead)) > 1,
+              "single_tile_ahead: the fewest rows whose tile walks its panel more than once");
 
 /// The accumulators of an MR-row strip of NV vectors over C's columns [0, cols) of the strip.
 /// Only a strip that ends past `cols` (the last strip of a narrow panel) loads and stores C
