@@ -3,7 +3,8 @@
 // type), through the caller-owned KV caches as a server would run them:
 //   prefill: B sequences of T tokens into empty caches, logits of the last
 //     position only; FLOPs from flops_per_token summed over the causal
-//     positions (the head counted once per sequence); ceiling: Eigen's GEMM
+//     positions (the head counted once per sequence, the last layer's work
+//     for the rows it does not finish left out); ceiling: Eigen's GEMM
 //     rate of every product's shape (projections over B*T rows, each expert
 //     over its B*T/E rows, attention as [T x T x 64] at half count);
 //   decode: one new token per sequence at a given context (cache length
@@ -104,7 +105,7 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch);
         work.tokens = b * t;
-        work.flops = bench::prefill_flops<C>(b, t);
+        work.flops = bench::prefill_flops<C>(b, t, true);
         work.gemm_ceiling = bench::gemm_ceiling(model_gemms<C>(b, t));
         if (bf16c) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
         if (packed_fp32) work.fma_peak = bench::machine_fma_peak_gflops(threads);

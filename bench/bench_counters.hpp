@@ -64,11 +64,15 @@ double causal_sum(F&& f, double tokens) {
 
 /// FLOPs of a prefill of `batch` sequences of `tokens` tokens with logits of the
 /// last position only: flops_per_token summed over the causal positions, the
-/// tied head counted once per sequence.
+/// tied head counted once per sequence. `last_row_finished`: the model's last
+/// layer finishes only each sequence's last row (the CPU models; model_counts.hpp,
+/// unfinished_row_flops), so the other rows' share of it is not counted.
 template <class C>
-double prefill_flops(double batch, double tokens) {
-    return batch * (causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, tokens) -
-                    (tokens - 1) * static_cast<double>(head_flops_per_token<C>()));
+double prefill_flops(double batch, double tokens, bool last_row_finished) {
+    double f = causal_sum([](count_t ctx) { return flops_per_token<C>(ctx); }, tokens) -
+               (tokens - 1) * static_cast<double>(head_flops_per_token<C>());
+    if (last_row_finished) f -= causal_sum([](count_t ctx) { return unfinished_row_flops<C>(ctx); }, tokens - 1);
+    return batch * f;
 }
 
 /// The model alive now, of any type, and its key (one slot for the whole binary).

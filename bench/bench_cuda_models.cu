@@ -267,7 +267,7 @@ void prefill(const std::string& preset, int batch, int tokens, gpu::KernelChoice
         m.check(stream);
         Work work;
         work.tokens = double(batch) * tokens;
-        work.flops = bench::prefill_flops<C>(batch, tokens);
+        work.flops = bench::prefill_flops<C>(batch, tokens, false);
         work.gemm_ceiling = gemm_bf16_gflops(gemm_n);
         run_timed(state, work, stream, step);
         m.check(stream);

@@ -1,8 +1,9 @@
 // The whole PRISM-mini model, weights stored as fp32 or bf16 (the KV cache in
 // the same type), through KV caches, counted as in bench_complexity_model.cpp:
 // prefill FLOPs from flops_per_token over the causal positions with the tied
-// head once per sequence, against the GEMM rates of its products; decode bytes
-// (all weights, the head, the cache) against the memory read rate.
+// head once per sequence and the last layer's unfinished rows left out, against
+// the GEMM rates of its products; decode bytes (all weights, the head, the
+// cache) against the memory read rate.
 #include "bench_models.hpp"
 #include "bench_support.hpp"
 
@@ -48,7 +49,7 @@ void prefill(index_t batch, index_t tokens, int threads) {
         Work work;
         const double t = static_cast<double>(tokens), b = static_cast<double>(batch), n = b * t, d = C::hidden;
         work.tokens = n;
-        work.flops = bench::prefill_flops<C>(b, t);
+        work.flops = bench::prefill_flops<C>(b, t, true);
         const double L = C::layers, heads = 2 * C::heads;
         work.gemm_ceiling = bench::gemm_ceiling({{n, double(C::u_rows), d, L},
                                                  {n, d, double(C::u_rows), L},

@@ -93,6 +93,57 @@ TEST_CASE("attention through a cache at an offset equals the rows of a full-sequ
     CHECK(relative_error(chunked, full) < 1e-5);
 }
 
+TEST_CASE("QueryRows::last adds attention to each sequence's last row only, and every row's keys reach the cache") {
+    using C = Routed;
+    const auto w = test_weights<C>(24);
+    const int lens[] = {6, 1, 10}, total = 17, in = 2 * C::hidden;
+    const auto input = random_normal(total * in, 5);
+    const auto residual = random_normal(total * C::hidden, 6);
+    cpu::MuGqaAttention<C, float> attention;
+    // Every row through caches, then only the last rows through other caches, from the same residual rows.
+    KVCache<C> all_caches[3] = {KVCache<C>(16), KVCache<C>(16), KVCache<C>(16)};
+    KVCache<C> last_caches[3] = {KVCache<C>(16), KVCache<C>(16), KVCache<C>(16)};
+    std::vector<cpu::SequenceRows<float>> all_rows, last_rows;
+    std::vector<float> last_residual;
+    for (int s = 0, row = 0; s < 3; row += lens[s++]) {
+        all_rows.push_back({row, lens[s], 0, all_caches[s].keys(0), all_caches[s].values(0)});
+        last_rows.push_back({row, lens[s], 0, last_caches[s].keys(0), last_caches[s].values(0)});
+        const auto* r = residual.data() + (row + lens[s] - 1) * C::hidden;
+        last_residual.insert(last_residual.end(), r, r + C::hidden);
+    }
+    auto every = residual;
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), total, in), all_rows,
+                      cpu::rows_of(every.data(), total, C::hidden));
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), total, in), last_rows,
+                      cpu::rows_of(last_residual.data(), 3, C::hidden), nullptr, cpu::QueryRows::last);
+    for (int s = 0, end = 0; s < 3; ++s) {
+        CAPTURE(s);
+        end += lens[s];
+        const std::vector<float> want(every.begin() + (end - 1) * C::hidden, every.begin() + end * C::hidden);
+        const std::vector<float> got(last_residual.begin() + s * C::hidden, last_residual.begin() + (s + 1) * C::hidden);
+        CHECK(relative_error(got, want) < 1e-6);
+        for (index_t r = 0; r < lens[s]; ++r)
+            for (int h = 0; h < C::kv_heads; ++h) {
+                const auto same = [&](auto a, auto b) { return std::equal(a, a + C::head_dim, b); };
+                CHECK(same(all_caches[s].keys(0).head(r, h), last_caches[s].keys(0).head(r, h)));
+                CHECK(same(all_caches[s].values(0).head(r, h), last_caches[s].values(0).head(r, h)));
+            }
+    }
+    // None: the keys and values alone, no residual rows; a residual of other rows, or an empty
+    // sequence asked for its last row, is an error.
+    attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), total, in), last_rows,
+                      cpu::rows_of(last_residual.data(), 0, C::hidden), nullptr, cpu::QueryRows::none);
+    CHECK_THROWS_WITH_AS(attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), total, in),
+                                           last_rows, cpu::rows_of(every.data(), total, C::hidden), nullptr,
+                                           cpu::QueryRows::last),
+                         doctest::Contains("the call finishes 3 of 17 input rows"), ShapeError);
+    const cpu::SequenceRows<float> empty{0, 0, 0, {}, {}};
+    CHECK_THROWS_WITH_AS(attention.forward(w.attention(0), cpu::rows_of<const float>(input.data(), 0, in),
+                                           std::span(&empty, 1), cpu::rows_of(last_residual.data(), 1, C::hidden),
+                                           nullptr, cpu::QueryRows::last),
+                         doctest::Contains("no last row"), ShapeError);
+}
+
 TEST_CASE("the token-routed MLP adds each token's expert and the shared expert to the residual") {
     using C = Routed;
     const auto w = test_weights<C>(24);

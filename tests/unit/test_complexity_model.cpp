@@ -9,6 +9,7 @@
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
+#include "last_rows_check.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -96,6 +97,12 @@ TEST_CASE_TEMPLATE("chunked prefill equals one-shot prefill", C, presets::TinyCo
     model.extend(one, std::span(&t, 1), LogitsAt::all, cpu::rows_of(next_one.data(), 1, C::vocab));
     model.extend(chunked, std::span(&t, 1), LogitsAt::all, cpu::rows_of(next_chunked.data(), 1, C::vocab));
     CHECK(relative_error(next_chunked, next_one) < 1e-5);
+}
+
+TEST_CASE_TEMPLATE("a prefill returning the last logits or none fills the caches as one returning every row", C,
+                   presets::TinyComplexity, presets::TinyDense, presets::TinyLearnedRouter) {
+    ComplexityModel<C> model(test_weights<C>(12));
+    cpx::testing::check_last_rows_prefill<KVCache<C>>(model, C::vocab, C::layers, 40);
 }
 
 TEST_CASE("a bf16 KV cache decodes close to the fp32 cache") {

@@ -31,6 +31,21 @@ TEST_CASE("expert load counts each token once per layer, at its table's expert, 
     for (int l = 0; l < Routed::layers; ++l) CHECK(load.tokens[l] == want);
 }
 
+TEST_CASE("with an observer attached the last layer runs every row, also for the last position's logits") {
+    const auto w = cpx::testing::test_weights<Routed>(13);
+    const auto table = w.primary_routes(0);
+    ComplexityModel<Routed> plain(w), observed(w);
+    ExpertLoad<Routed> load;
+    observed.attach(load);
+    const auto tokens = cpx::testing::random_tokens(21, Routed::vocab, 14);
+    const auto logits = observed.forward(tokens, LogitsAt::last);
+    std::array<index_t, Routed::experts> want{};
+    for (auto t : tokens) ++want[table[t]];
+    for (int l = 0; l < Routed::layers; ++l) CHECK(load.tokens[l] == want);
+    // Without the observer the last layer finishes the last row alone: the same logits up to fp32 rounding.
+    CHECK(cpx::testing::relative_error(plain.forward(tokens, LogitsAt::last), logits) < 1e-5);
+}
+
 TEST_CASE("expert load of the learned router sums to the tokens in every layer") {
     ComplexityModel<Learned> model(cpx::testing::test_weights<Learned>(4));
     ExpertLoad<Learned> load;

@@ -10,6 +10,7 @@
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
+#include "last_rows_check.hpp"
 #include "temp_dir.hpp"
 #include "test_support.hpp"
 
@@ -54,6 +55,11 @@ TEST_CASE("decode through the KV cache and chunked prefill equal the full forwar
     }
     CHECK(testing::relative_error(a, full) < 1e-5);
     CHECK(testing::relative_error(b, full) < 1e-5);
+}
+
+TEST_CASE("a prefill returning the last logits or none fills the caches as one returning every row") {
+    ComplexityModel<C> model(testing::test_weights<C>(7));
+    testing::check_last_rows_prefill<KVCache<C>>(model, C::vocab, C::layers, 8);
 }
 
 TEST_CASE("its weights: U orthogonal at init, lambda at the schedule's start, parameters as counted") {

@@ -233,6 +233,40 @@ TEST_CASE("a batch of sequences of different lengths equals each sequence alone"
     }
 }
 
+TEST_CASE("QueryRows::last finishes each sequence's last row only; an empty sequence or a wrong output is an error") {
+    const int d = TinyShape::hidden, W = TinyShape::u_rows;
+    const auto u = orthogonal_u(W, d, 173);
+    const int lens[] = {7, 19, 1};
+    const int total = 27;
+    const auto x = testing::random_normal(std::size_t(total) * d, 174);
+    const cpu::PrismAttentionWeights<float> w{Matrix<const float>(u.data(), W, d), 0.15f};
+    cpu::PrismAttention<TinyShape> layer(48);
+    std::vector<cpu::SequenceRows<float>> seqs;
+    for (int s = 0, row = 0; s < 3; row += lens[s++]) seqs.push_back({row, lens[s], 0, {}, {}});
+    const std::span<const cpu::SequenceRows<float>> batch(seqs);
+    auto all = testing::poisoned<float>(std::size_t(total) * d), last = testing::poisoned<float>(std::size_t(3) * d);
+    layer.forward(w, cpu::rows_of(x.data(), total, d), batch, cpu::rows_of(all.data(), total, d), cpu::Write::overwrite);
+    layer.forward(w, cpu::rows_of(x.data(), total, d), batch, cpu::rows_of(last.data(), 3, d), cpu::Write::overwrite,
+                  cpu::NoAttentionObserver{}, cpu::QueryRows::last);
+    for (int s = 0, end = 0; s < 3; ++s) {
+        end += lens[s];
+        const std::vector<float> want(all.begin() + (end - 1) * d, all.begin() + end * d);
+        CHECK(testing::relative_error(std::vector<float>(last.begin() + s * d, last.begin() + (s + 1) * d), want) <
+              1e-6);
+    }
+    // None: no output rows at all.
+    layer.forward(w, cpu::rows_of(x.data(), total, d), batch, cpu::rows_of(last.data(), 0, d), cpu::Write::overwrite,
+                  cpu::NoAttentionObserver{}, cpu::QueryRows::none);
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), total, d), batch, cpu::rows_of(all.data(), total, d),
+                                       cpu::Write::overwrite, cpu::NoAttentionObserver{}, cpu::QueryRows::last),
+                         doctest::Contains("the call finishes 3 of 27 input rows"), ShapeError);
+    const cpu::SequenceRows<float> with_empty[] = {{0, 7, 0, {}, {}}, {7, 0, 0, {}, {}}};
+    CHECK_THROWS_WITH_AS(layer.forward(w, cpu::rows_of(x.data(), 7, d), std::span(with_empty),
+                                       cpu::rows_of(last.data(), 2, d), cpu::Write::overwrite,
+                                       cpu::NoAttentionObserver{}, cpu::QueryRows::last),
+                         doctest::Contains("no last row"), ShapeError);
+}
+
 TEST_CASE("the observer sees every (head, position) once, with probabilities that sum to 1") {
     const int T = 13, d = TinyShape::hidden, W = TinyShape::u_rows, heads = TinyShape::physical_heads;
     const auto u = orthogonal_u(W, d, 181);

@@ -8,6 +8,7 @@
 
 #include <random>
 
+#include "last_rows_check.hpp"
 #include "prism_reference.hpp"
 #include "test_support.hpp"
 
@@ -118,6 +119,11 @@ TEST_CASE("decoding token by token through the KV cache equals the full forward 
     CHECK(cache.length() == 48);
     // Same arithmetic, different GEMM shapes (1 row vs 48): fp32 rounding only.
     CHECK(testing::relative_error(stepwise, full) < 1e-5);
+}
+
+TEST_CASE("a prefill returning the last logits or none fills the caches as one returning every row") {
+    PrismModel<Tiny> model(test_weights<Tiny>(60));
+    testing::check_last_rows_prefill<KVCache<Tiny>>(model, Tiny::vocab, Tiny::layers, 61);
 }
 
 TEST_CASE("chunked prefill equals one-shot prefill, and decoding continues identically") {

@@ -161,6 +161,27 @@ constexpr count_t mlp_flops_per_token() {
 template <PrismConfigType C>
 constexpr count_t mlp_flops_per_token() { return 2 * 2 * count_t{C::mlp_width} * C::hidden; }
 
+/// What the last layer leaves out for a row it does not finish: a prefill that returns
+/// the last position's logits (or none) needs the other rows of the last layer only for
+/// their keys and values (cpu/layers/sequence_rows.hpp, QueryRows). Left out: the row's
+/// attention products, the output projection and the MLP; its q/k/v (PRISM: h = x U^T)
+/// projection still runs, as one product with the rows' keys and values.
+template <ComplexityConfigType C>
+constexpr count_t unfinished_row_flops(count_t context) {
+    if constexpr (C::attention == AttentionKind::prism) {
+        const count_t u = count_t{2} * C::heads * C::prism_head_dim;
+        return 2 * (u * C::hidden + 2 * u * context) + mlp_flops_per_token<C>();
+    } else {
+        return 2 * (count_t{C::q_width} * C::hidden + 2 * count_t{C::heads} * C::head_dim * context) +
+               mlp_flops_per_token<C>();
+    }
+}
+
+template <PrismConfigType C>
+constexpr count_t unfinished_row_flops(count_t context) {
+    return 2 * (count_t{C::u_rows} * C::hidden + 2 * count_t{C::u_rows} * context) + mlp_flops_per_token<C>();
+}
+
 /// One mu-guidance projection (0 without mu guidance).
 template <ComplexityConfigType C>
 constexpr count_t mu_guidance_flops_per_token() { return C::use_mu ? 2 * count_t{C::hidden} * C::hidden : 0; }

@@ -76,14 +76,17 @@ public:
     }
 
     /// residual += attention(input) for every sequence. input: [N, input_width];
-    /// residual: [N, hidden]. Sequences with a cache get their new keys and
-    /// values written at rows [offset, offset + rows) of it.
+    /// residual: [N, hidden], or one row per sequence under QueryRows::last and
+    /// none under QueryRows::none (sequence_rows.hpp). Sequences with a cache
+    /// get the keys and values of all their new rows written at rows
+    /// [offset, offset + rows) of it, whichever rows the call finishes.
     void forward(const Weights& w, const StridedMatrix<const float, Weights::input_width>& input,
                  std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, C::hidden>& residual,
-                 MuContribution* mu_observer = nullptr) {
+                 MuContribution* mu_observer = nullptr, QueryRows queries = QueryRows::all) {
         const index_t n = input.rows;
-        require<ShapeError>(residual.rows == n, "attention: residual has ", residual.rows, " rows for ", n,
-                            " input rows");
+        const index_t outs = query_output_rows(queries, n, static_cast<index_t>(sequences.size()));
+        require<ShapeError>(residual.rows == outs, "attention: residual has ", residual.rows,
+                            " rows, the call finishes ", outs, " of ", n, " input rows");
         const StridedMatrix<float> qkv = block_in(qkv_, n, qkv_width);
         linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
         if constexpr (C::use_mu)
@@ -93,18 +96,25 @@ public:
         const HeadRows<float> k = packed_heads(qkv.data + C::q_width, n, C::kv_heads, C::head_dim, qkv_width);
         const HeadRows<float> v =
             packed_heads(qkv.data + C::q_width + C::kv_width, n, C::kv_heads, C::head_dim, qkv_width);
-        rmsnorm_heads(q, w.q_norm, C::qk_norm_eps);
+        if (queries == QueryRows::all) rmsnorm_heads(q, w.q_norm, C::qk_norm_eps);
         rmsnorm_heads(k, w.k_norm, C::qk_norm_eps);
 
-        const HeadRows<float> out = packed_heads(grow(out_, static_cast<std::size_t>(n * C::q_width)), n, C::heads,
-                                                 C::head_dim);
+        const HeadRows<float> out = packed_heads(grow(out_, static_cast<std::size_t>(outs * C::q_width)), outs,
+                                                 C::heads, C::head_dim);
         cached_.clear();
         fresh_.clear();
-        for (const auto& s : sequences) {
+        for (std::size_t i = 0; i < sequences.size(); ++i) {
+            const SequenceRows<KV>& s = sequences[i];
             require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= n, "attention: sequence rows [",
                                 s.begin, ", ", s.begin + s.rows, ") outside the batch of ", n);
+            require<ShapeError>(s.rows > 0 || queries != QueryRows::last, "attention: sequence ", i,
+                                " is empty, it has no last row to finish");
             if (s.rows == 0) continue;
-            apply_rope(rope_, q.rows_range(s.begin, s.rows), s.offset);
+            // The rows this call finishes: their queries are normed here when not all are.
+            const QuerySlice qs = query_slice(queries, s, static_cast<index_t>(i));
+            const HeadRows<float> sq = q.rows_range(qs.first, qs.count);
+            if (queries != QueryRows::all) rmsnorm_heads(sq, w.q_norm, C::qk_norm_eps);
+            apply_rope(rope_, sq, s.offset + (qs.first - s.begin));
             apply_rope(rope_, k.rows_range(s.begin, s.rows), s.offset);
             if (s.cache_k.data) {
                 require<InputError>(s.cache_k.rows >= s.offset + s.rows && s.cache_v.rows >= s.offset + s.rows,
@@ -112,20 +122,23 @@ public:
                                     s.offset + s.rows, " needed");
                 store(k.rows_range(s.begin, s.rows), s.cache_k, s.offset);
                 store(v.rows_range(s.begin, s.rows), s.cache_v, s.offset);
-                cached_.push_back({q.rows_range(s.begin, s.rows), s.cache_k, s.cache_v, out.rows_range(s.begin, s.rows),
-                                   s.offset});
+                if (qs.count)
+                    cached_.push_back({sq, s.cache_k, s.cache_v, out.rows_range(qs.out, qs.count),
+                                       s.offset + (qs.first - s.begin)});
             } else {
                 // Without a cache the keys and values are this call's own rows, in fp32.
                 require<InputError>(s.offset == 0, "attention: a sequence without a cache must start at position 0");
-                fresh_.push_back({q.rows_range(s.begin, s.rows), k.rows_range(s.begin, s.rows),
-                                  v.rows_range(s.begin, s.rows), out.rows_range(s.begin, s.rows), 0});
+                if (qs.count)
+                    fresh_.push_back({sq, k.rows_range(s.begin, s.rows), v.rows_range(s.begin, s.rows),
+                                      out.rows_range(qs.out, qs.count), qs.first - s.begin});
             }
         }
+        if (outs == 0) return;
         // 1/sqrt(hd), SDPA's default scale (0.125 for hd = 64).
         const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C::head_dim)));
         causal_attention_batch<float>(fresh_, scale, ws_, compute_of(w.qkv_packed));
         causal_attention_batch<KV>(cached_, scale, ws_, compute_of(w.qkv_packed));
-        linear<W>(rows_of<C::q_width, const float>(out.data, n), w.o_proj, residual, Write::accumulate, scratch_,
+        linear<W>(rows_of<C::q_width, const float>(out.data, outs), w.o_proj, residual, Write::accumulate, scratch_,
                   w.o_proj_packed);
     }
 

@@ -73,18 +73,21 @@ public:
     }
 
     /// out (= or +=, per `mode`) PRISM attention of `input` for every sequence
-    /// of the batch. input: [N, d]; out: [N, d], not aliasing input. A sequence
-    /// with a cache appends its rotated keys and unrotated values at rows
-    /// [offset, offset + rows) and attends to all cached positions; one without
-    /// starts at position 0 and attends within itself. The observer sees heads
-    /// 0..H-1 (signal) and H..2H-1 (noise).
+    /// of the batch. input: [N, d]; out: [N, d], not aliasing input, or one row
+    /// per sequence under QueryRows::last and none under QueryRows::none
+    /// (sequence_rows.hpp). A sequence with a cache appends the rotated keys and
+    /// unrotated values of all its new rows at rows [offset, offset + rows) and
+    /// attends to all cached positions; one without starts at position 0 and
+    /// attends within itself. The observer sees heads 0..H-1 (signal) and
+    /// H..2H-1 (noise).
     template <class Observer = NoAttentionObserver>
         requires AttentionObserver<Observer>
     void forward(const Weights& w, const StridedMatrix<const float, S::hidden>& input,
                  std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out, Write mode,
-                 const Observer& observe = Observer{}) {
+                 const Observer& observe = Observer{}, QueryRows queries = QueryRows::all) {
         const index_t n = input.rows;
-        check_shapes(w, input, sequences, out);
+        const index_t outs = query_output_rows(queries, n, static_cast<index_t>(sequences.size()));
+        check_shapes(w, input, sequences, out, outs, queries);
         if (n == 0) return;
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
@@ -97,27 +100,33 @@ public:
         for (index_t r = 0; r < n; ++r) std::copy_n(h.row(r), width, rotated.row(r));
         const auto all_rot = packed_heads(rotated.data, n, 2 * H, D);
         const auto all_h = packed_heads(h.data, n, 2 * H, D);
-        const auto all_y = packed_heads(grow(y_, static_cast<std::size_t>(n * width)), n, 2 * H, D);
+        const auto all_y = packed_heads(grow(y_, static_cast<std::size_t>(outs * width)), outs, 2 * H, D);
 
         // Sequences with a cache read their keys and values from it (type KV);
         // sequences without one read them from this call's projection (fp32).
         cached_.clear();
         fresh_.clear();
-        for (const auto& s : sequences) {
+        for (std::size_t i = 0; i < sequences.size(); ++i) {
+            const SequenceRows<KV>& s = sequences[i];
             if (s.rows == 0) continue;
             const auto rot = all_rot.rows_range(s.begin, s.rows);
             apply_rope(signal_, rot.sub_heads(0, H), s.offset);
             apply_rope(noise_, rot.sub_heads(H, H), s.offset);
             const auto values = all_h.rows_range(s.begin, s.rows);
-            const auto y = all_y.rows_range(s.begin, s.rows);
+            // The rows this call finishes: their queries are the same rotated rows.
+            const QuerySlice qs = query_slice(queries, s, static_cast<index_t>(i));
+            const auto q = all_rot.rows_range(qs.first, qs.count);
+            const auto y = all_y.rows_range(qs.out, qs.count);
+            const index_t q_offset = s.offset + (qs.first - s.begin);
             if (s.cache_k.data) {
                 store(rot, s.cache_k, s.offset);
                 store(values, s.cache_v, s.offset);
-                cached_.push_back({rot, s.cache_k, s.cache_v, y, s.offset});
-            } else {
-                fresh_.push_back({rot, rot, values, y, 0});
+                if (qs.count) cached_.push_back({q, s.cache_k, s.cache_v, y, q_offset});
+            } else if (qs.count) {
+                fresh_.push_back({q, rot, values, y, q_offset});
             }
         }
+        if (outs == 0) return;
         const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
         const Compute compute = compute_of(w.u_packed);
         if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
@@ -133,13 +142,13 @@ public:
         // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
         const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
         const float noise_scale = -w.lambda * scale;
-#pragma omp parallel for schedule(static) if (n * width > 65536)
-        for (index_t r = 0; r < n; ++r) {
+#pragma omp parallel for schedule(static) if (outs * width > 65536)
+        for (index_t r = 0; r < outs; ++r) {
             float* row = y_.data() + r * width;
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
         }
-        matmul<W>(rows_of<width, const float>(y_.data(), n), w.u, out, mode, scratch_, w.u_t_packed);
+        matmul<W>(rows_of<width, const float>(y_.data(), outs), w.u, out, mode, scratch_, w.u_t_packed);
     }
 
     /// One sequence without a cache (positions 0..rows-1): the plain layer.
@@ -153,18 +162,21 @@ public:
 
 private:
     void check_shapes(const Weights& w, const StridedMatrix<const float, S::hidden>& input,
-                      std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out) const {
+                      std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out,
+                      index_t outs, QueryRows queries) const {
         require<ShapeError>(w.u.extent(0) == width && w.u.extent(1) == S::hidden, "PRISM attention: U is [",
                             w.u.extent(0), ", ", w.u.extent(1), "], expected [2HD, d] = [", width, ", ", S::hidden,
                             "]");
-        require<ShapeError>(out.rows == input.rows, "PRISM attention: the output has ", out.rows, " rows for ",
-                            input.rows, " input rows");
+        require<ShapeError>(out.rows == outs, "PRISM attention: the output has ", out.rows, " rows, the call finishes ",
+                            outs, " of ", input.rows, " input rows");
         require<InputError>(std::isfinite(w.lambda), "PRISM attention: lambda is not finite (", w.lambda, ")");
         index_t covered = 0;
         for (const auto& s : sequences) {
             require<ShapeError>(s.rows >= 0 && (s.rows == 0 || s.begin == covered), "PRISM attention: sequence rows [",
                                 s.begin, ", ", s.begin + s.rows, ") do not follow the previous sequences' ", covered,
                                 " rows (sequences are packed in order)");
+            require<ShapeError>(s.rows > 0 || queries != QueryRows::last, "PRISM attention: a sequence is empty, it "
+                                "has no last row to finish");
             covered += s.rows;
             require<InputError>(s.offset >= 0 && s.offset + s.rows <= max_positions(), "PRISM attention: positions [",
                                 s.offset, ", ", s.offset + s.rows, ") exceed the context length ", max_positions());

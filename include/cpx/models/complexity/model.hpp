@@ -128,6 +128,7 @@ public:
         grow(m_, static_cast<std::size_t>(rows * C::hidden));
         grow(final_, static_cast<std::size_t>(rows * C::hidden));
         tokens_.reserve(static_cast<std::size_t>(rows));
+        last_tokens_.reserve(static_cast<std::size_t>(sequences));
         rows_.reserve(static_cast<std::size_t>(sequences));
     }
 
@@ -156,37 +157,52 @@ private:
         for (const Tokens& t : batch) tokens_.insert(tokens_.end(), t.begin(), t.end());
         const Rows<C::hidden> h = cpu::block_in<C::hidden>(h_, n);
         const Rows<input_width> x = cpu::block_in<input_width>(x_, n);
-        const Rows<C::hidden> m = cpu::block_in<C::hidden>(m_, n);
         embed(h);
         if constexpr (C::use_mu)
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
 
+        // The last layer finishes only the rows whose logits the call returns (sequence_rows.hpp's
+        // QueryRows): every row's keys and values still reach the caches. An observer records
+        // every row of every layer, so with one attached every row is finished.
+        const cpu::QueryRows last_queries = at == LogitsAt::all || observed() ? cpu::QueryRows::all
+                                            : at == LogitsAt::last          ? cpu::QueryRows::last
+                                                                            : cpu::QueryRows::none;
+        Rows<C::hidden> r = h;  // the residual rows the current layer carries on
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l, rows_);
             cpu::rmsnorm_rows(h, weights_.layers[l].input_layernorm.data(), x.template columns<C::hidden>(0),
                               C::norm_eps);
+            const cpu::QueryRows queries = l + 1 == C::layers ? last_queries : cpu::QueryRows::all;
+            std::span<const std::int64_t> tokens = tokens_;
+            if (queries != cpu::QueryRows::all) {
+                r = finished_rows(batch, queries, h);
+                tokens = last_tokens_;
+            }
             auto attention = weights_.attention(l);
             if (packs) packs->attach_attention(l, attention);
             if constexpr (C::attention == AttentionKind::prism) {
                 if (distance_)
-                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate, distance_->layer(l));
+                    attention_.forward(attention, x, rows_, r, cpu::Write::accumulate, distance_->layer(l));
                 else
-                    attention_.forward(attention, x, rows_, h, cpu::Write::accumulate);
+                    attention_.forward(attention, x, rows_, r, cpu::Write::accumulate, cpu::NoAttentionObserver{},
+                                       queries);
             } else {
                 cpu::MuContribution* mu_obs = nullptr;
                 if constexpr (C::use_mu)
                     if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
-                attention_.forward(attention, x, rows_, h, mu_obs);
+                attention_.forward(attention, x, rows_, r, mu_obs, queries);
             }
-            cpu::rmsnorm_rows(h, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
+            if (r.rows == 0) break;  // QueryRows::none: no logits, the caches are complete
+            const Rows<C::hidden> m = cpu::block_in<C::hidden>(m_, r.rows);
+            cpu::rmsnorm_rows(r, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
             std::span<index_t> counts;
             if constexpr (C::routed)
                 if (expert_load_) counts = expert_load_->tokens[l];
             auto mlp = mlp_weights(l);
             if (packs) packs->attach_mlp(l, mlp);
-            if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens_, routing(l), h, counts);
-            else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, h, counts);
-            else mlp_.forward(mlp, m, h);
+            if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens, routing(l), r, counts);
+            else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, r, counts);
+            else mlp_.forward(mlp, m, r);
             if constexpr (C::use_mu)
                 if (l + 1 < C::layers) {
                     auto mu = weights_.mu_guidance(l);
@@ -195,7 +211,28 @@ private:
                 }
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
-        head(batch, at, h, logits);
+        if (at == LogitsAt::none) return;
+        // r holds the rows that get logits unless an observer kept the last layer on every row.
+        head(at == LogitsAt::last && last_queries == cpu::QueryRows::all ? finished_rows(batch, cpu::QueryRows::last, h)
+                                                                          : r,
+             logits);
+    }
+
+    bool observed() const { return expert_load_ || mu_contributions_ || distance_; }
+
+    /// Each sequence's last row of h, copied to the front of final_ (with their token ids in
+    /// last_tokens_), or no rows for QueryRows::none.
+    Rows<C::hidden> finished_rows(std::span<const Tokens> batch, cpu::QueryRows queries, const Rows<C::hidden>& h) {
+        last_tokens_.clear();
+        if (queries == cpu::QueryRows::none) return cpu::block_in<C::hidden>(final_, 0);
+        const Rows<C::hidden> last = cpu::block_in<C::hidden>(final_, static_cast<index_t>(batch.size()));
+        index_t end = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            end += static_cast<index_t>(batch[s].size());
+            std::copy_n(h.row(end - 1), C::hidden, last.row(static_cast<index_t>(s)));
+            last_tokens_.push_back(batch[s].back());
+        }
+        return last;
     }
 
     void embed(const Rows<C::hidden>& h) const {
@@ -208,21 +245,10 @@ private:
         }
     }
 
-    void head(std::span<const Tokens> batch, LogitsAt at, const Rows<C::hidden>& h,
-              const StridedMatrix<float>& logits) {
-        if (at == LogitsAt::none) return;
-        StridedMatrix<const float, C::hidden> selected = h;
-        if (at == LogitsAt::last) {
-            const Rows<C::hidden> last = cpu::block_in<C::hidden>(final_, static_cast<index_t>(batch.size()));
-            index_t end = 0;
-            for (std::size_t s = 0; s < batch.size(); ++s) {
-                end += static_cast<index_t>(batch[s].size());
-                std::copy_n(h.row(end - 1), C::hidden, last.row(static_cast<index_t>(s)));
-            }
-            selected = last;
-        }
-        const Rows<C::hidden> normed = cpu::block_in<C::hidden>(m_, selected.rows);
-        cpu::rmsnorm_rows(selected, weights_.norm.data(), normed, C::norm_eps);
+    /// The final norm and the tied head on the rows that get logits.
+    void head(const Rows<C::hidden>& rows, const StridedMatrix<float>& logits) {
+        const Rows<C::hidden> normed = cpu::block_in<C::hidden>(m_, rows.rows);
+        cpu::rmsnorm_rows(rows, weights_.norm.data(), normed, C::norm_eps);
         const ComplexityPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(normed, cpu::rows_of<const W>(weights_.embed_tokens.data(), C::vocab, C::hidden), logits,
                        cpu::Write::overwrite, scratch_, packs ? packs->head() : nullptr);
@@ -255,7 +281,7 @@ private:
     Mlp mlp_;
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> h_, x_, m_, final_;
-    std::vector<std::int64_t> tokens_;
+    std::vector<std::int64_t> tokens_, last_tokens_;
     std::vector<cpu::SequenceRows<KV>> rows_;
     ObserverPtr<ExpertLoad<C>> expert_load_;
     ObserverPtr<MuContributions<C>> mu_contributions_;

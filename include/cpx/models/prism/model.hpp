@@ -117,6 +117,13 @@ private:
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
         embed(batch, caches, x);
         const PrismPacks<C, W>* packs = compute_.packs(weights_);
+        // The last layer finishes only the rows whose logits the call returns (sequence_rows.hpp's
+        // QueryRows): every row's keys and values still reach the caches. The attention-distance
+        // observer records every row of every layer, so with it attached every row is finished.
+        const cpu::QueryRows last_queries = at == LogitsAt::all || distance_ ? cpu::QueryRows::all
+                                            : at == LogitsAt::last           ? cpu::QueryRows::last
+                                                                             : cpu::QueryRows::none;
+        index_t carried = n;  // rows [0, carried) of x: the residual rows the current layer carries on
         for (int l = 0; l < C::layers; ++l) {
             const auto& w = weights_.layers[static_cast<std::size_t>(l)];
             auto attention = cpu_attention_view(w);
@@ -125,17 +132,39 @@ private:
             describe_sequences(batch, caches, l, rows_);
             cpu::layernorm<float, float, float>(x, w.ln_1_w(), w.ln_1_b(), normed, C::ln_eps);
             const auto attention_in = cpu::rows_of<C::hidden, const float>(normed.data(), n);
-            const StridedMatrix<float, C::hidden> residual = cpu::rows_of<C::hidden>(x.data(), n);
+            const cpu::QueryRows queries = l + 1 == C::layers ? last_queries : cpu::QueryRows::all;
+            if (queries != cpu::QueryRows::all) carried = last_rows_to_front(batch, queries, x);
+            const StridedMatrix<float, C::hidden> residual = cpu::rows_of<C::hidden>(x.data(), carried);
             if (distance_)
                 attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate,
                                    distance_->layer(l));
             else
-                attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate);
-            cpu::layernorm<float, float, float>(x, w.ln_2_w(), w.ln_2_b(), normed, C::ln_eps);
-            cpu::gelu_mlp(normed, mlp, hidden, x, scratch_, cpu::Write::accumulate);
+                attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate,
+                                   cpu::NoAttentionObserver{}, queries);
+            if (carried == 0) break;  // QueryRows::none: no logits, the caches are complete
+            const Matrix<float> r = x.rows(0, carried), rn = normed.rows(0, carried);
+            cpu::layernorm<float, float, float>(r, w.ln_2_w(), w.ln_2_b(), rn, C::ln_eps);
+            cpu::gelu_mlp(rn, mlp, hidden.rows(0, carried), r, scratch_, cpu::Write::accumulate);
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
-        head(batch, at, x, logits);
+        if (at == LogitsAt::none) return;
+        // Rows [0, carried) get logits unless the distance observer kept the last layer on every row.
+        if (at == LogitsAt::last && last_queries == cpu::QueryRows::all)
+            carried = last_rows_to_front(batch, cpu::QueryRows::last, x);
+        head(x.rows(0, carried), logits);
+    }
+
+    /// Each sequence's last row of x moved to row s (rows only move up, so none is overwritten
+    /// early); returns the rows that now lead x: one per sequence, none for QueryRows::none.
+    static index_t last_rows_to_front(std::span<const Tokens> batch, cpu::QueryRows queries, Matrix<float> x) {
+        if (queries == cpu::QueryRows::none) return 0;
+        index_t end = 0;
+        for (std::size_t s = 0; s < batch.size(); ++s) {
+            end += static_cast<index_t>(batch[s].size());
+            if (end - 1 != static_cast<index_t>(s))
+                std::copy_n(x.data() + (end - 1) * C::hidden, C::hidden, x.data() + s * C::hidden);
+        }
+        return static_cast<index_t>(batch.size());
     }
 
     void embed(std::span<const Tokens> batch, std::span<Cache* const> caches, Matrix<float> x) const {
@@ -152,19 +181,7 @@ private:
     }
 
     /// LN_f and the tied head on the rows that get logits.
-    void head(std::span<const Tokens> batch, LogitsAt at, Matrix<float> x, const StridedMatrix<float>& logits) {
-        if (at == LogitsAt::none) return;
-        Matrix<float> rows = x;
-        if (at == LogitsAt::last) {
-            // Each sequence's last row moves to the front; rows only move up, so none is overwritten early.
-            index_t end = 0;
-            for (std::size_t s = 0; s < batch.size(); ++s) {
-                end += static_cast<index_t>(batch[s].size());
-                if (end - 1 != static_cast<index_t>(s))
-                    std::copy_n(x.data() + (end - 1) * C::hidden, C::hidden, x.data() + s * C::hidden);
-            }
-            rows = x.rows(0, static_cast<index_t>(batch.size()));
-        }
+    void head(Matrix<float> rows, const StridedMatrix<float>& logits) {
         cpu::layernorm<float, float, float>(rows, weights_.ln_f_w(), weights_.ln_f_b(), rows, C::ln_eps);
         const PrismPacks<C, W>* packs = compute_.packs(weights_);
         cpu::linear<W>(cpu::rows_of(Matrix<const float>(rows)), Matrix<const W>(weights_.wte.data(), C::vocab, C::hidden),
