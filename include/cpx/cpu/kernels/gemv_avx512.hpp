@@ -59,8 +59,8 @@
 // 15.6-19.6 -> 13.3-16.6 ms on two threads, 24.4-26.7 -> 20.3-21.2 on one;
 // batch 4 on bf16 weights (fp32 arithmetic) 17.1-18.3 -> 13.0-13.6 ms, on
 // fp32 weights 24.6-28.9 -> 18.1-25.8. The one-row kernels on bf16 weights
-// are fastest there with no software prefetch at all (gemv_row_nt, and the
-// experts' row stream).
+// are fastest there with no software prefetch at all (gemv_row_nt); the
+// experts' row stream fetches ahead on Zen 5 (row_nn_ahead, below).
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX-512 by function attribute on every x86 build; linear.hpp
 // calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows and falls
@@ -78,6 +78,7 @@
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
@@ -471,9 +472,11 @@ CPX_TARGET_AVX512 inline void store_strip(__m512 (&acc)[NB], float* yr, int cols
 /// the hardware prefetchers follow poorly: on AMD Zen 4 the 187M expert's 768 x
 /// 1024 fp32 product ran at 21 GB/s on two threads and 12.5 on one that way.
 /// - One row streams the weight's rows in order, each whole, into its partial
-///   sums (L1/L2), with no software prefetch: 29 GB/s on one core (bf16, the
-///   187M expert's products from memory; 20-22 with lines 4 KiB ahead
-///   prefetched into L2).
+///   sums (L1/L2), each strip's lines fetched row_nn_ahead bytes further along
+///   the stream into L1 (the rows are consecutive). Without that fetch one core
+///   streamed the 187M expert's products at 29 GB/s on Zen 4 (20-22 with the
+///   lines prefetched into L2); on Zen 5 a profile of the 187M decode step had
+///   four fifths of this loop's samples on its weight loads.
 /// - More rows take bands of row_nn_band weight rows: each 64-column strip of
 ///   the band is summed in registers for up to four input rows, then added to
 ///   their partial sums, so the sums' loads and stores are an eighth of the
@@ -483,6 +486,10 @@ CPX_TARGET_AVX512 inline void store_strip(__m512 (&acc)[NB], float* yr, int cols
 ///   0.85x the time of streaming each row into the sums (2-4 rows: four sums'
 ///   loads and stores per FMA bound it) and of column strips (5-16 rows).
 inline constexpr index_t row_nn_band = 8;
+/// How far ahead of its strip the one-row stream fetches: 187M batch-1 decode on bf16
+/// weights (fp32 arithmetic, 512 cached tokens, Zen 5, alternated binaries) one thread
+/// 11.1-12.0 -> 7.3-7.6 ms, two 6.9-7.3 -> 5.5-5.9 ms; 2 and 8 KiB, or into L2, level.
+inline constexpr index_t row_nn_ahead = 4096;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Columns of the strips partial sums are kept in (bf16: each 32 columns' even
 /// ones, then their odd ones, as load_strip widens them).
@@ -510,6 +517,8 @@ CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<cons
         const W* wr = w.data + i * w.ld;
         const __m512 xv = _mm512_set1_ps(x[i]);
         for (index_t s = 0; s < strips; ++s) {
+            prefetch_lines_l1(reinterpret_cast<const char*>(wr + s * strip) + row_nn_ahead,
+                              strip * static_cast<index_t>(sizeof(W)));
             __m512 wv[NB];
             load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
             float* ps = parts + s * strip;
