@@ -59,8 +59,10 @@
 // 15.6-19.6 -> 13.3-16.6 ms on two threads, 24.4-26.7 -> 20.3-21.2 on one;
 // batch 4 on bf16 weights (fp32 arithmetic) 17.1-18.3 -> 13.0-13.6 ms, on
 // fp32 weights 24.6-28.9 -> 18.1-25.8. The one-row kernels on bf16 weights
-// are fastest there with no software prefetch at all (gemv_row_nt); the
-// experts' row stream fetches ahead on Zen 5 (row_nn_ahead, below).
+// were fastest there with no software prefetch at all; both (the nn.Linear
+// row loop, gemv_row_nt, and the experts' row stream) now fetch 4 KiB ahead
+// into L1, measured faster on Zen 5 (row_nt_ahead, row_nn_ahead, below) and
+// not rechecked on Zen 4.
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX-512 by function attribute on every x86 build; linear.hpp
 // calls them where vector_isa() (cpu/runtime/vector_isa.hpp) allows and falls
@@ -222,13 +224,20 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
 /// fp32: four accumulators over 64 inputs (four lines) per step, lines 4 KiB
 /// ahead in the stream prefetched into L2 (Zen 4; the file's header has the
 /// figures; into L1, four rows ahead, had left one core behind Eigen's GEMV on
-/// Zen 5). bf16: one line (32 inputs, an even and an odd vector) per step and
-/// no software prefetch. On Zen 4 one core streamed bf16 weights at 29-31
-/// GB/s that way where it reads 30-34, against 22-25 with the former two
-/// lines per step and the row four ahead prefetched into L1 (26-28 with that
-/// loop and no prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or
-/// into L1 2-4 KiB ahead all read less): 2560x768 to 32000x768 products,
-/// one thread, alternated in one process.
+/// Zen 5). bf16: one line (32 inputs, an even and an odd vector) per step. On
+/// Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
+/// prefetch, where it reads 30-34, against 22-25 with the former two lines per
+/// step and the row four ahead prefetched into L1 (26-28 with that loop and no
+/// prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or into L1 2-4
+/// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
+/// alternated in one process. On Zen 5 each line fetches the one row_nt_ahead
+/// bytes further along the stream into L1 (below).
+/// How far ahead along its stream the one-row bf16 loop fetches (the panel's rows are
+/// consecutive): 187M batch-1 decode on bf16 weights with fp32 arithmetic (512 cached tokens,
+/// Zen 5, alternated binaries) one thread 7.1-7.6 -> 6.7-6.9 ms, two threads level in minutes
+/// at ~50 GB/s and 4.2-5.4 -> 3.8-5.3 ms in faster ones; 1 KiB ahead level, 8 KiB as 4.
+inline constexpr index_t row_nt_ahead = 4096;
+
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
                                    bool accumulate) {
@@ -252,6 +261,7 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
             for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
         } else {
             for (; i < body; i += line) {
+                _mm_prefetch(reinterpret_cast<const char*>(r + i) + row_nt_ahead, _MM_HINT_T0);
                 const __m512i words = _mm512_loadu_si512(&r[i].bits);
                 a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
                 a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
