@@ -84,6 +84,21 @@ TEST_CASE("attention FLOPs: projections (mu doubles q/k/v) plus 4 * heads * head
     CHECK(head_flops_per_token<PrismMini>() == 2LL * 50304 * 512);
 }
 
+TEST_CASE("an unfinished last-layer row leaves out its layer's work past the q/k/v (PRISM: h) projection") {
+    using Mu = ComplexityDeep187M;
+    const count_t qkv = 2LL * 2 * 768 * (768 + 2 * 256);  // the stacked [a | mu] product
+    for (count_t ctx : {1, 300, 2048}) {
+        CHECK(unfinished_row_flops<Mu>(ctx) ==
+              attention_flops_per_token<Mu>(ctx) + mlp_flops_per_token<Mu>() - qkv);
+        CHECK(unfinished_row_flops<ComplexityWithPrism>(ctx) ==
+              attention_flops_per_token<ComplexityWithPrism>(ctx) + mlp_flops_per_token<ComplexityWithPrism>() -
+                  2LL * (2 * ComplexityWithPrism::heads * ComplexityWithPrism::prism_head_dim) * 256);
+        using P = PrismAttentionOf<PrismMini>;
+        CHECK(unfinished_row_flops<PrismMini>(ctx) ==
+              attention_flops_per_token<P>(ctx) + mlp_flops_per_token<PrismMini>() - 2LL * 2048 * 512);
+    }
+}
+
 TEST_CASE("decode bytes: the active parameters a step reads (not the last mu projection) plus the KV cache") {
     auto check = [](auto config) {
         using C = decltype(config);
