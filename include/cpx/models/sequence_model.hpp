@@ -47,6 +47,14 @@ void describe_sequences(std::span<const TokenSpan> batch, std::span<Cache* const
     }
 }
 
+/// The rows a call's last layer finishes (cpu::QueryRows): those whose logits it returns,
+/// or every row when an observer that records every row of every layer is attached. Every
+/// row's keys and values reach the caches whatever the choice.
+inline cpu::QueryRows last_layer_queries(LogitsAt at, bool observed) {
+    if (at == LogitsAt::all || observed) return cpu::QueryRows::all;
+    return at == LogitsAt::last ? cpu::QueryRows::last : cpu::QueryRows::none;
+}
+
 /// The size of one validated call: tokens in total, sequences, and the most
 /// keys any sequence attends to (its cache's capacity, or its own length).
 struct CallSize {

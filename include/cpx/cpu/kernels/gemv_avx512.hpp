@@ -217,6 +217,12 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
     for (index_t i = body; i < in; ++i) xs[i] = x[i];
 }
 
+/// How far ahead along its stream the one-row bf16 loop fetches (the panel's rows are
+/// consecutive): 187M batch-1 decode on bf16 weights with fp32 arithmetic (512 cached tokens,
+/// Zen 5, alternated binaries) one thread 7.1-7.6 -> 6.7-6.9 ms, two threads level in minutes
+/// at ~50 GB/s and 4.2-5.4 -> 3.8-5.3 ms in faster ones; 1 KiB ahead level, 8 KiB as 4.
+inline constexpr index_t row_nt_ahead = 4096;
+
 /// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row against
 /// weights in nn.Linear layout; for bf16 weights xs is the row as
 /// split_row_by_parity made it, for fp32 the row itself. Each weight row is
@@ -230,14 +236,8 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
 /// step and the row four ahead prefetched into L1 (26-28 with that loop and no
 /// prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or into L1 2-4
 /// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
-/// alternated in one process. On Zen 5 each line fetches the one row_nt_ahead
-/// bytes further along the stream into L1 (below).
-/// How far ahead along its stream the one-row bf16 loop fetches (the panel's rows are
-/// consecutive): 187M batch-1 decode on bf16 weights with fp32 arithmetic (512 cached tokens,
-/// Zen 5, alternated binaries) one thread 7.1-7.6 -> 6.7-6.9 ms, two threads level in minutes
-/// at ~50 GB/s and 4.2-5.4 -> 3.8-5.3 ms in faster ones; 1 KiB ahead level, 8 KiB as 4.
-inline constexpr index_t row_nt_ahead = 4096;
-
+/// alternated in one process. Each line now fetches the one row_nt_ahead bytes
+/// further along the stream into L1 (above: faster on Zen 5).
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
                                    bool accumulate) {

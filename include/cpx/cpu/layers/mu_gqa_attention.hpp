@@ -96,7 +96,7 @@ public:
         const HeadRows<float> k = packed_heads(qkv.data + C::q_width, n, C::kv_heads, C::head_dim, qkv_width);
         const HeadRows<float> v =
             packed_heads(qkv.data + C::q_width + C::kv_width, n, C::kv_heads, C::head_dim, qkv_width);
-        if (queries == QueryRows::all) rmsnorm_heads(q, w.q_norm, C::qk_norm_eps);
+        rmsnorm_heads(q, w.q_norm, C::qk_norm_eps);
         rmsnorm_heads(k, w.k_norm, C::qk_norm_eps);
 
         const HeadRows<float> out = packed_heads(grow(out_, static_cast<std::size_t>(outs * C::q_width)), outs,
@@ -110,10 +110,9 @@ public:
             require<ShapeError>(s.rows > 0 || queries != QueryRows::last, "attention: sequence ", i,
                                 " is empty, it has no last row to finish");
             if (s.rows == 0) continue;
-            // The rows this call finishes: their queries are normed here when not all are.
+            // The rows this call finishes (sequence_rows.hpp).
             const QuerySlice qs = query_slice(queries, s, static_cast<index_t>(i));
             const HeadRows<float> sq = q.rows_range(qs.first, qs.count);
-            if (queries != QueryRows::all) rmsnorm_heads(sq, w.q_norm, C::qk_norm_eps);
             apply_rope(rope_, sq, s.offset + (qs.first - s.begin));
             apply_rope(rope_, k.rows_range(s.begin, s.rows), s.offset);
             if (s.cache_k.data) {

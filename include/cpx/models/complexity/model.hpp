@@ -161,12 +161,7 @@ private:
         if constexpr (C::use_mu)
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
 
-        // The last layer finishes only the rows whose logits the call returns (sequence_rows.hpp's
-        // QueryRows): every row's keys and values still reach the caches. An observer records
-        // every row of every layer, so with one attached every row is finished.
-        const cpu::QueryRows last_queries = at == LogitsAt::all || observed() ? cpu::QueryRows::all
-                                            : at == LogitsAt::last          ? cpu::QueryRows::last
-                                                                            : cpu::QueryRows::none;
+        const cpu::QueryRows last_queries = last_layer_queries(at, observed());
         Rows<C::hidden> r = h;  // the residual rows the current layer carries on
         for (int l = 0; l < C::layers; ++l) {
             describe_sequences(batch, caches, l, rows_);

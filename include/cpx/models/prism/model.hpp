@@ -117,12 +117,7 @@ private:
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
         embed(batch, caches, x);
         const PrismPacks<C, W>* packs = compute_.packs(weights_);
-        // The last layer finishes only the rows whose logits the call returns (sequence_rows.hpp's
-        // QueryRows): every row's keys and values still reach the caches. The attention-distance
-        // observer records every row of every layer, so with it attached every row is finished.
-        const cpu::QueryRows last_queries = at == LogitsAt::all || distance_ ? cpu::QueryRows::all
-                                            : at == LogitsAt::last           ? cpu::QueryRows::last
-                                                                             : cpu::QueryRows::none;
+        const cpu::QueryRows last_queries = last_layer_queries(at, static_cast<bool>(distance_));
         index_t carried = n;  // rows [0, carried) of x: the residual rows the current layer carries on
         for (int l = 0; l < C::layers; ++l) {
             const auto& w = weights_.layers[static_cast<std::size_t>(l)];
