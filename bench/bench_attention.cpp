@@ -122,12 +122,13 @@ void gqa_decode(const std::string& name, index_t context, int threads) {
         });
 }
 
-/// The causal core alone: `heads` query heads over `kv_heads` KV heads of 64; `packed`: its
-/// products on keys and values packed per call (Compute::fp32_packed) instead of Eigen's.
-void core(int heads, int kv_heads, index_t tokens, int threads, bool packed = false) {
+/// The causal core alone: `heads` query heads over `kv_heads` KV heads of 64, its products in
+/// the given arithmetic (fp32: Eigen's; fp32_packed or bf16: on keys and values packed per call).
+void core(int heads, int kv_heads, index_t tokens, int threads, cpu::Compute compute = cpu::Compute::fp32) {
     constexpr int hd = 64;
     add("attention/core/gqa_" + std::to_string(heads) + "x" + std::to_string(kv_heads) + "x64" +
-            (packed ? "/compute:fp32_packed" : "") + suffix(tokens, threads),
+            (compute == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(compute))) +
+            suffix(tokens, threads),
         [=](benchmark::State& state) {
             bench::set_threads(threads);
             const auto q = bench::normal_vector<float>(static_cast<std::size_t>(tokens) * heads * hd, 1.0, 1);
@@ -140,12 +141,12 @@ void core(int heads, int kv_heads, index_t tokens, int threads, bool packed = fa
             work.tokens = static_cast<double>(tokens);
             work.flops = bench::causal_sum([=](double ctx) { return 4.0 * heads * hd * ctx; }, double(tokens));
             work.gemm_ceiling = bench::gemm_ceiling(attention_products(double(tokens), heads, hd, hd));
+            if (compute == cpu::Compute::bf16) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
             bench::run(state, work, [&] {
                 cpu::causal_attention<float>(heads_of(q.data(), heads), heads_of(k.data(), kv_heads),
                                              heads_of(v.data(), kv_heads),
                                              cpu::packed_heads(out.data(), tokens, heads, hd), 0, 0.125f, ws,
-                                             cpu::NoAttentionObserver{},
-                                             packed ? cpu::Compute::fp32_packed : cpu::Compute::fp32);
+                                             cpu::NoAttentionObserver{}, compute);
                 benchmark::DoNotOptimize(out.data());
             });
         });
@@ -282,10 +283,10 @@ void register_all() {
         gqa_decode<ComplexityDeep187M>("attention/mu_gqa/187M", context, 2);
         gqa_decode<ComplexityNoMu177M>("attention/gqa_no_mu/177M", context, 2);
     }
-    for (bool packed : {false, true}) {
-        if (packed && !bench::packed_runs()) continue;
-        for (index_t tokens : {512, 2048}) core(12, 4, tokens, 2, packed);
-        core(12, 4, 2048, 1, packed);
+    for (cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::fp32_packed, cpu::Compute::bf16}) {
+        if (cpu::runnable_compute(compute) != compute) continue;
+        for (index_t tokens : {512, 2048}) core(12, 4, tokens, 2, compute);
+        core(12, 4, 2048, 1, compute);
     }
     for (cpu::VectorIsa isa : {cpu::VectorIsa::portable, cpu::VectorIsa::avx2, cpu::VectorIsa::avx512}) {
         if (isa > cpu::machine_vector_isa()) continue;

@@ -213,6 +213,30 @@ TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 
     CHECK(a.at(3, 9) == 0.0f);
 }
 
+TEST_CASE("packing into the storage of an earlier, larger matrix writes every value and pad afresh") {
+    // Attention packs its keys and values on every call into the previous call's storage,
+    // which is not cleared first: pads must still come out zero.
+    const auto big = testing::random_normal(200 * 33, 5);
+    const auto small = testing::random_normal(5 * 3, 6);
+    for (const cpu::WeightOrientation orientation : {cpu::WeightOrientation::out_in, cpu::WeightOrientation::in_out}) {
+        const bool out_in = orientation == cpu::WeightOrientation::out_in;
+        CAPTURE(out_in);
+        cpu::PackedBf16 reused;
+        reused.assign(cpu::rows_of<const float>(big.data(), 200, 33), orientation);
+        // [5, 3] as [N, K] (5 outputs, 3 inputs) or as [K, N] (3 outputs, 5 inputs).
+        reused.assign(cpu::rows_of<const float>(small.data(), 5, 3), orientation);
+        const auto fresh = cpu::PackedBf16::pack(cpu::rows_of<const float>(small.data(), 5, 3), orientation);
+        REQUIRE(reused.bytes() == fresh.bytes());
+        const index_t n = out_in ? 5 : 3, k = out_in ? 3 : 5;
+        for (index_t o = 0; o < reused.panels() * cpu::packed_panel_cols; ++o)
+            for (index_t i = 0; i < 2 * reused.groups(); ++i) {
+                const float want = o < n && i < k ? bf16_round(out_in ? small[o * 3 + i] : small[i * 3 + o]) : 0.0f;
+                CHECK(reused.at(o, i) == want);
+                CHECK(fresh.at(o, i) == want);
+            }
+    }
+}
+
 TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientations") {
     // M around the micro-kernels' 6 and the tiles' 16 and 32 rows, K around whole
     // chunks of 16 pairs (64 inputs: two chunks, none left), N around 64-column panels.

@@ -102,17 +102,26 @@ public:
         k_ = nk ? w.cols : w.rows;
         groups_ = (k_ + group - 1) / group;
         panels_ = (n_ + packed_panel_cols - 1) / packed_panel_cols;
-        data_.assign(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group), T{});
+        // Every value, pads included, is written once in storage order (no fill first): attention
+        // packs its keys and values on every call into the storage of the previous call.
+        data_.resize(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group));
         T* out = data_.data();
-        for (index_t r = 0; r < w.rows; ++r) {
-            const W* row = w.row(r);
-            // offset(n, k) = column_base(n) + input_base(k): the row's part computed once.
-            if (nk) {
-                T* base = out + column_base(r);
-                for (index_t c = 0; c < w.cols; ++c) base[input_base(c)] = convert(row[c]);
-            } else {
-                T* base = out + input_base(r);
-                for (index_t c = 0; c < w.cols; ++c) base[column_base(c)] = convert(row[c]);
+        for (index_t p = 0; p < panels_; ++p) {
+            const index_t c0 = p * packed_panel_cols, cols = std::min(packed_panel_cols, n_ - c0);
+            for (index_t g = 0; g < groups_; ++g, out += packed_panel_cols * group) {
+                const index_t k0 = g * group, live = std::min(group, k_ - k0);  // inputs of the group that exist
+                if (nk) {  // column c is row c0 + c of w, its group's inputs adjacent there
+                    for (index_t c = 0; c < cols; ++c) {
+                        const W* src = w.row(c0 + c) + k0;
+                        for (index_t i = 0; i < group; ++i) out[c * group + i] = i < live ? convert(src[i]) : T{};
+                    }
+                } else {  // input k is row k of w, its columns adjacent there
+                    for (index_t i = 0; i < group; ++i) {
+                        const W* src = i < live ? w.row(k0 + i) + c0 : nullptr;
+                        for (index_t c = 0; c < cols; ++c) out[c * group + i] = src ? convert(src[c]) : T{};
+                    }
+                }
+                std::fill(out + cols * group, out + packed_panel_cols * group, T{});
             }
         }
     }
