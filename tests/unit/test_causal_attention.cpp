@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cpx/cpu/layers/causal_attention.hpp>
+#include <cpx/cpu/kernels/gemm_bf16.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -593,5 +594,40 @@ TEST_CASE("the AVX-512 softmax row matches a double softmax, tails and underflow
     std::vector<float> flat(37, 2.5f);
     cpu::avx512::masked_softmax_row(flat.data(), 37, 37);
     for (float p : flat) CHECK(std::abs(p - 1.0f / 37.0f) < 1e-7f);
+}
+
+// The bf16-writing row (what attention's P V product reads under Compute::bf16) against the
+// fp32 row: the same 1 / sum, each value the fp32 exponential rounded to nearest even (those
+// below 2^-126 to 0, as the rounding instruction and gemm_bf16's rounding treat them), zeros up
+// to dst_n, the scores untouched.
+TEST_CASE("the bf16 softmax row is the fp32 row rounded, with the same normaliser") {
+    if (!cpu::bf16_level_available(cpu::Bf16Level::avx512_bf16)) {
+        MESSAGE("bf16 softmax row skipped: this machine lacks AVX512_BF16 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    unsigned seed = 700;
+    for (float spread : {0.5f, 3.0f, 40.0f, 1000.0f})
+        for (index_t valid : {1, 2, 15, 16, 17, 31, 33, 64, 100, 513}) {
+            CAPTURE(spread);
+            CAPTURE(valid);
+            const index_t dst_n = (valid + 31) / 32 * 32, guard = 3;
+            const auto s = testing::random_normal(static_cast<std::size_t>(valid), ++seed, spread);
+            std::vector<float> fp32 = s;
+            const float want_inverse = cpu::avx512::masked_exp_row(fp32.data(), valid, valid);
+            std::vector<std::uint16_t> dst(static_cast<std::size_t>(dst_n + guard), 0xBEEF);
+            const std::vector<float> scores = s;
+            const float inverse = cpu::avx512::masked_exp_row_bf16(scores.data(), valid, dst.data(), dst_n);
+            CHECK(inverse == want_inverse);
+            CHECK(scores == s);
+            int wrong = 0;
+            for (index_t j = 0; j < valid; ++j) {
+                const float e = fp32[static_cast<std::size_t>(j)];
+                const std::uint16_t want = e < 0x1p-126f ? 0 : bf16::from_float(e).bits;
+                if (dst[static_cast<std::size_t>(j)] != want) ++wrong;
+            }
+            CHECK(wrong == 0);
+            for (index_t j = valid; j < dst_n; ++j) CHECK(dst[static_cast<std::size_t>(j)] == 0);
+            for (index_t j = dst_n; j < dst_n + guard; ++j) CHECK(dst[static_cast<std::size_t>(j)] == 0xBEEF);
+        }
 }
 #endif

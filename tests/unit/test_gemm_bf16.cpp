@@ -237,6 +237,78 @@ TEST_CASE("packing into the storage of an earlier, larger matrix writes every va
     }
 }
 
+/// x rounded to bf16 bits, rows `ld` values apart, `rows` rows (the rows past x's zero), each
+/// row's values past x.cols zero: the inputs gemm_bf16_rounded takes.
+std::vector<std::uint16_t> rounded_rows(const std::vector<float>& x, int m, int k, index_t ld, index_t rows) {
+    std::vector<std::uint16_t> a(static_cast<std::size_t>(rows * ld), 0);
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < k; ++i) a[static_cast<std::size_t>(r * ld + i)] = bf16::from_float(x[r * k + i]).bits;
+    return a;
+}
+
+TEST_CASE("bf16 product on inputs rounded by the caller: the same bits as gemm_bf16, tails and both modes") {
+    const Case cases[] = {{1, 1, 1}, {5, 3, 17}, {7, 64, 63}, {33, 65, 130}, {37, 700, 129}};
+    for (const Kernel kernel : {Kernel::avx512_bf16, Kernel::amx, Kernel::amx_model}) {
+        if (!runnable(kernel)) continue;
+        CAPTURE(kernel_name(kernel));
+        for (const Case c : cases)
+            for (bool accumulate : {false, true}) {
+                CAPTURE(c.m);
+                CAPTURE(c.k);
+                CAPTURE(c.n);
+                CAPTURE(accumulate);
+                const auto x = testing::random_normal(static_cast<std::size_t>(c.m) * c.k, 50 + c.m);
+                const auto w = testing::random_normal(static_cast<std::size_t>(c.n) * c.k, 60 + c.n, 0.05f);
+                const auto packed =
+                    cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), c.n, c.k), cpu::WeightOrientation::out_in);
+                const auto initial = testing::random_normal(static_cast<std::size_t>(c.m) * c.n, 7);
+                std::vector<float> want = accumulate ? initial : testing::poisoned<float>(initial.size());
+                std::vector<float> got = want;
+                cpu::Bf16Scratch scratch;
+                product(kernel, cpu::rows_of<const float>(x.data(), c.m, c.k), packed,
+                        cpu::rows_of(want.data(), c.m, c.n), accumulate, scratch);
+                const bool amx = kernel != Kernel::avx512_bf16;
+                const cpu::Bf16Level level = amx ? cpu::Bf16Level::amx : cpu::Bf16Level::avx512_bf16;
+                const index_t ld = 2 * packed.groups() + 6;  // any even stride that holds the pairs
+                const index_t rows =
+                    kernel == Kernel::amx_model ? (c.m + 31) / 32 * 32 : cpu::bf16_rounded_rows(c.m, level);
+                const auto a = rounded_rows(x, c.m, c.k, ld, rows);
+                if (kernel == Kernel::amx_model) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+                    cpu::gemm_bf16_detail::product_rounded<testing::AmxModel>(
+                        a.data(), ld, c.m, packed, cpu::rows_of(got.data(), c.m, c.n), accumulate, true, 0);
+#endif
+                } else {
+                    cpu::gemm_bf16_rounded(a.data(), ld, c.m, packed, cpu::rows_of(got.data(), c.m, c.n), accumulate,
+                                           level);
+                }
+                CHECK(got == want);
+            }
+    }
+}
+
+TEST_CASE("bf16 product on rounded inputs: levels without bf16 inputs, short rows and shape mismatches are errors") {
+    const auto w = testing::random_normal(8 * 5, 1);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 5), cpu::WeightOrientation::out_in);
+    std::vector<std::uint16_t> a(64 * 8, 0);
+    std::vector<float> y(3 * 8);
+    for (const cpu::Bf16Level level : {cpu::Bf16Level::none, cpu::Bf16Level::widened})
+        CHECK_THROWS_AS(cpu::gemm_bf16_rounded(a.data(), 8, 3, packed, cpu::rows_of(y.data(), 3, 8), false, level),
+                        InputError);
+    if (!have_avx512_bf16()) return;
+    const auto level = cpu::Bf16Level::avx512_bf16;
+    // Five inputs are three pairs: rows of 4 or an odd stride cannot hold them.
+    CHECK_THROWS_AS(cpu::gemm_bf16_rounded(a.data(), 4, 3, packed, cpu::rows_of(y.data(), 3, 8), false, level),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::gemm_bf16_rounded(a.data(), 7, 3, packed, cpu::rows_of(y.data(), 3, 8), false, level),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::gemm_bf16_rounded(a.data(), 6, 3, packed, cpu::rows_of(y.data(), 2, 8), false, level),
+                    ShapeError);
+    CHECK_THROWS_AS(cpu::gemm_bf16_rounded(a.data(), 6, 3, packed, cpu::rows_of(y.data(), 3, 7), false, level),
+                    ShapeError);
+    CHECK(cpu::bf16_rounded_rows(7, level) == 12);  // whole tiles of the micro-kernel's 6 rows
+}
+
 TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientations") {
     // M around the micro-kernels' 6 and the tiles' 16 and 32 rows, K around whole
     // chunks of 16 pairs (64 inputs: two chunks, none left), N around 64-column panels.

@@ -102,6 +102,49 @@ static_assert(block_pairs % amx::chunk_pairs == 0, "AMX tiles take whole chunks 
 
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
 namespace gemm_bf16_detail {
+/// Rows of A per tile of the level's kernel; A is read in whole tiles (AMX loads 16-row tiles).
+inline int tile_rows_of(bool amx) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    return amx ? cpx::cpu::amx::tile_rows : avx512_bf16::tile_rows;
+#else
+    if (amx) throw InputError("gemm_bf16: this build has no AMX kernel");
+    return avx512_bf16::tile_rows;
+#endif
+}
+
+/// Thread t of `team`'s share of y (=|+=) a . B: a holds the inputs rounded to bf16, rows lda
+/// values apart, m rows up to whole tiles (the rows past m zero).
+template <class AmxIsa>
+void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
+           const StridedMatrix<float>& y, bool accumulate, [[maybe_unused]] bool amx) {
+    namespace k = avx512_bf16;
+    const index_t n = b.outputs(), pairs = b.groups(), panels = b.panels();
+    const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    if (amx) {
+        static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
+        AmxIsa::configure(config);
+        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, cpx::cpu::amx::tile_rows,
+                                 [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
+                                     const panel_gemm::Lookahead&) {
+                                     cpx::cpu::amx::tile_rows_n<AmxIsa>(
+                                         rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                         y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
+                                         accumulate || !first_block);
+                                 });
+        AmxIsa::release();
+        return;
+    }
+#endif
+    panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
+                             [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
+                                 const panel_gemm::Lookahead& next) {
+                                 k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                                y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
+                                                accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
+                             });
+}
+
 /// The product of gemm_bf16 (shapes checked, m, n, pairs > 0) on AMX tiles (`amx`, issued by
 /// `AmxIsa`: amx::Hardware, or the tests' model of the tile registers) or on the
 /// AVX512_BF16 micro-kernel.
@@ -111,15 +154,9 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
     namespace k = avx512_bf16;
     const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
-#ifdef CPX_HAVE_GEMM_BF16_AMX
-    const int tile_rows = amx ? cpx::cpu::amx::tile_rows : k::tile_rows;
-#else
-    const int tile_rows = k::tile_rows;
-    if (amx) throw InputError("gemm_bf16: this build has no AMX kernel");
-#endif
+    const int tile_rows = tile_rows_of(amx);
     const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
     std::uint16_t* a = scratch.rows(rows, lda);
-    const index_t panels = b.panels();
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
@@ -133,33 +170,18 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
             k::round_to_bf16(x.row(r), x.cols, a + r * lda);
             if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
         }
-        const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
-        if (!amx) {
-            panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, tile_rows,
-                                     [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
-                                         const panel_gemm::Lookahead& next) {
-                                         k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
-                                                        y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
-                                                        accumulate || !first_block,
-                                                        avx512_tile::Prefetcher(b, next, gn));
-                                     });
-        }
-#ifdef CPX_HAVE_GEMM_BF16_AMX
-        else {
-            static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
-            AmxIsa::configure(config);
-            panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, tile_rows,
-                                     [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
-                                         const panel_gemm::Lookahead&) {
-                                         cpx::cpu::amx::tile_rows_n<AmxIsa>(
-                                             rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
-                                             y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
-                                             accumulate || !first_block);
-                                     });
-            AmxIsa::release();
-        }
-#endif
+        tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx);
     }
+}
+
+/// gemm_bf16_rounded's product (arguments checked, m, n, pairs > 0).
+template <class AmxIsa>
+void product_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
+                     const StridedMatrix<float>& y, bool accumulate, bool amx, int max_team) {
+    const int threads =
+        std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), 2 * b.groups()));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    tiles<AmxIsa>(thread_index(), team_size(), a, lda, m, b, y, accumulate, amx);
 }
 }  // namespace gemm_bf16_detail
 #endif
@@ -223,6 +245,46 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
 #endif
 }
 
+/// Rows of rounded inputs that gemm_bf16_rounded reads for an m-row product at `level`
+/// (avx512_bf16 or amx): m up to whole tiles of its kernel.
+inline index_t bf16_rounded_rows([[maybe_unused]] index_t m, [[maybe_unused]] Bf16Level level) {
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+    const index_t tile = gemm_bf16_detail::tile_rows_of(level == Bf16Level::amx);
+    return (m + tile - 1) / tile * tile;
+#else
+    throw InputError("gemm_bf16_rounded: this build has no bf16 kernel");
+#endif
+}
+
+/// gemm_bf16 for inputs the caller has already rounded to bf16 (attention's softmax writes its
+/// probabilities so, sparing the product a pass over them): y (=|+=) a . B with a the bf16 bits
+/// of x, bf16_rounded_rows(m, level) rows lda values apart. Rows past m must be zero, as must
+/// the pad input (column K) of an odd K; lda even, at least 2 * B.groups(). `level`: avx512_bf16
+/// or amx, available on this machine (the widened level has no bf16 inputs).
+inline void gemm_bf16_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
+                              const StridedMatrix<float>& y, bool accumulate, Bf16Level level,
+                              [[maybe_unused]] int max_team = 0) {
+    require<InputError>((level == Bf16Level::avx512_bf16 || level == Bf16Level::amx) && bf16_level_available(level),
+                        "gemm_bf16_rounded: level ", bf16_level_name(level),
+                        " has no bf16 inputs or is not available on this machine (", cpu_features().summary(), ")");
+    require<ShapeError>(lda % 2 == 0 && lda >= 2 * b.groups(), "gemm_bf16_rounded: rows ", lda,
+                        " values apart cannot hold ", b.inputs(), " inputs in pairs");
+    require<ShapeError>(m >= 0 && y.rows == m && y.cols == b.outputs(), "gemm_bf16_rounded: output is [", y.rows,
+                        ", ", y.cols, "], expected [", m, ", ", b.outputs(), "]");
+    if (m == 0 || b.outputs() == 0) return;
+    if (b.groups() == 0) {
+        if (!accumulate)
+            for (index_t r = 0; r < m; ++r) std::fill(y.row(r), y.row(r) + y.cols, 0.0f);
+        return;
+    }
+#ifdef CPX_HAVE_GEMM_BF16_AVX512
+    gemm_bf16_detail::product_rounded<gemm_bf16_detail::HardwareAmx>(a, lda, m, b, y, accumulate,
+                                                                     level == Bf16Level::amx, max_team);
+#else
+    (void)a;
+#endif
+}
+
 }  // namespace cpx::cpu
 
 // The AVX512_BF16/AMX product on the hardware, declared extern with CPX_EXTERN_KERNELS and defined
@@ -231,7 +293,10 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
 #define CPX_GEMM_BF16_INSTANCES(extern_)                                                                        \
     extern_ template void cpx::cpu::gemm_bf16_detail::product<cpx::cpu::gemm_bf16_detail::HardwareAmx>(         \
         const cpx::StridedMatrix<const float>&, cpx::cpu::PackedPanelsView<cpx::bf16>,                          \
-        const cpx::StridedMatrix<float>&, bool, cpx::cpu::Bf16Scratch&, bool, int);
+        const cpx::StridedMatrix<float>&, bool, cpx::cpu::Bf16Scratch&, bool, int);                             \
+    extern_ template void cpx::cpu::gemm_bf16_detail::product_rounded<cpx::cpu::gemm_bf16_detail::HardwareAmx>( \
+        const std::uint16_t*, cpx::index_t, cpx::index_t, cpx::cpu::PackedPanelsView<cpx::bf16>,                \
+        const cpx::StridedMatrix<float>&, bool, bool, int);
 #else
 #define CPX_GEMM_BF16_INSTANCES(extern_)
 #endif

@@ -36,7 +36,7 @@
 #include <cstdint>
 
 #include "cpx/core/tensor_view.hpp"
-#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512, CPX_TARGET_AVX512_BF16
 
 namespace cpx::cpu::avx512 {
 
@@ -85,6 +85,35 @@ CPX_TARGET_AVX512 inline float masked_exp_row(float* s, index_t valid, index_t n
         sum = _mm512_add_ps(sum, e);
     }
     std::fill(s + valid, s + n, 0.0f);
+    return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+/// masked_exp_row for bf16 products: the exponentials of s[0, valid) rounded to bf16 (to
+/// nearest even, as gemm_bf16 rounds its inputs) into dst[0, valid), dst[valid, dst_n) zeroed,
+/// s unchanged. Attention's P V product reads dst as its rounded inputs, so the probabilities
+/// skip an fp32 row and a rounding pass; the sum is of the fp32 values, as masked_exp_row's,
+/// and the result the same bits. Returns 1 / the sum; valid >= 1.
+CPX_TARGET_AVX512_BF16 inline float masked_exp_row_bf16(const float* s, index_t valid, std::uint16_t* dst,
+                                                        index_t dst_n) {
+    const index_t body = valid / 16 * 16;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (valid - body)) - 1u);
+    __m512 mv = _mm512_set1_ps(-__builtin_inff());
+    for (index_t j = 0; j < body; j += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
+    mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + body));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+
+    __m512 sum = _mm512_setzero_ps();
+    for (index_t j = 0; j < body; j += 16) {
+        const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), (__m256i)_mm512_cvtneps_pbh(e));
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (tail) {
+        const __m512 e = _mm512_maskz_mov_ps(tail, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + body), m)));
+        _mm256_mask_storeu_epi16(dst + body, tail, (__m256i)_mm512_cvtneps_pbh(e));
+        sum = _mm512_add_ps(sum, e);
+    }
+    std::fill(dst + valid, dst + dst_n, std::uint16_t{0});
     return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
