@@ -16,6 +16,7 @@
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
+#include "last_rows_check.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -94,6 +95,21 @@ TEST_CASE("packed arithmetic covers few-row calls (decode) too, and can be switc
         CHECK(model.packed_bytes() == 0);
         CHECK(model.bf16_level() == cpu::Bf16Level::none);
         CHECK(model.forward(many) == fp32.forward(many));
+    }
+}
+
+// On packed weights whose query block ends on a panel (q_width 64 here), a call finishing a
+// few rows projects the keys and values alone for every row and the queries for those rows
+// alone; the caches must still be those of a call finishing every row, bit for bit.
+TEST_CASE_TEMPLATE("packed arithmetic: a prefill returning the last logits or none fills the caches as one returning every row",
+                   C, presets::TinyComplexity, presets::TinyTopK, presets::TinyLearnedRouter) {
+    static_assert(C::q_width % cpu::packed_panel_cols == 0, "the case needs the split query projection");
+    for (const cpu::Compute compute : {cpu::Compute::bf16, cpu::Compute::fp32_packed}) {
+        CAPTURE(cpu::compute_name(compute));
+        if (compute == cpu::Compute::bf16 ? !have_bf16_level() : !have_packed_fp32()) continue;
+        ComplexityModel<C> model(test_weights<C>(18), compute);
+        cpx::testing::check_last_rows_prefill<KVCache<C>>(model, C::vocab, C::layers, 19,
+                                                          compute == cpu::Compute::bf16 ? 3e-2 : 1e-5);
     }
 }
 

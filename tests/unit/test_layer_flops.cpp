@@ -84,12 +84,15 @@ TEST_CASE("attention FLOPs: projections (mu doubles q/k/v) plus 4 * heads * head
     CHECK(head_flops_per_token<PrismMini>() == 2LL * 50304 * 512);
 }
 
-TEST_CASE("an unfinished last-layer row leaves out its layer's work past the q/k/v (PRISM: h) projection") {
+TEST_CASE("an unfinished last-layer row needs its layer's keys and values alone (PRISM: the whole h projection)") {
     using Mu = ComplexityDeep187M;
-    const count_t qkv = 2LL * 2 * 768 * (768 + 2 * 256);  // the stacked [a | mu] product
+    const count_t kv = 2LL * 2 * 768 * (2 * 256);  // the k and v rows of the stacked [a | mu] product
     for (count_t ctx : {1, 300, 2048}) {
         CHECK(unfinished_row_flops<Mu>(ctx) ==
-              attention_flops_per_token<Mu>(ctx) + mlp_flops_per_token<Mu>() - qkv);
+              attention_flops_per_token<Mu>(ctx) + mlp_flops_per_token<Mu>() - kv);
+        CHECK(unfinished_row_flops<ComplexityNoMu177M>(ctx) ==
+              attention_flops_per_token<ComplexityNoMu177M>(ctx) + mlp_flops_per_token<ComplexityNoMu177M>() -
+                  2LL * 768 * (2 * 256));
         CHECK(unfinished_row_flops<ComplexityWithPrism>(ctx) ==
               attention_flops_per_token<ComplexityWithPrism>(ctx) + mlp_flops_per_token<ComplexityWithPrism>() -
                   2LL * (2 * ComplexityWithPrism::heads * ComplexityWithPrism::prism_head_dim) * 256);

@@ -4,6 +4,7 @@
 
 #include <cpx/cpu/kernels/linear.hpp>
 
+#include <limits>
 #include <vector>
 
 #include "test_support.hpp"
@@ -357,6 +358,67 @@ TEST_CASE("fp32_packed on a bf16 weight: bf16 panels, the fp32 product of the st
             CHECK(testing::relative_error(y, reference(x, rows, in, out, weight, &initial)) < 1e-5);
         }
     }
+}
+
+TEST_CASE_TEMPLATE("a range of a packed weight's outputs: the same bits as those columns of the whole product", W,
+                   float, bf16) {
+    // Attention projects k and v alone (outputs from q_width on) for rows it does not finish:
+    // the range must reproduce the stacked product's columns exactly, from one row to many,
+    // in both modes; a range that does not start a panel is refused, and unpacked weights
+    // compute those rows of the weight (up to the order of fp32 sums).
+    std::vector<cpu::Compute> computes;
+    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
+    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    const int in = 45, out = 64 * 3 + 30;
+    const auto w = stored<W>(testing::random_normal(out * in, 21, 0.1f));
+    const Matrix<const W> weight(w.data(), out, in);
+    cpu::LinearScratch scratch;
+    for (const cpu::Compute compute : computes) {
+        CAPTURE(cpu::compute_name(compute));
+        const auto packed = cpu::PackedWeight::pack(cpu::rows_of<const W>(w.data(), out, in),
+                                                    cpu::WeightOrientation::out_in, compute);
+        for (int rows : {1, 7, 40})
+            for (const cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
+                CAPTURE(rows);
+                const auto x = testing::random_normal(rows * in, 700 + rows);
+                const auto initial = testing::random_normal(rows * out, 800 + rows);
+                auto whole = mode == cpu::Write::accumulate ? initial : testing::poisoned<float>(rows * out);
+                cpu::linear<W>(cpu::rows_of<const float>(x.data(), rows, in), weight, cpu::rows_of(whole.data(), rows, out),
+                               mode, scratch, &packed);
+                for (const auto& [first, count] : {std::pair{64, out - 64}, std::pair{128, 50}, std::pair{0, 64}}) {
+                    CAPTURE(first);
+                    auto part = whole;  // columns outside [first, first + count) keep the whole product's values
+                    for (int r = 0; r < rows; ++r)
+                        for (int o = first; o < first + count; ++o)
+                            part[r * out + o] = mode == cpu::Write::accumulate ? initial[r * out + o]
+                                                                               : std::numeric_limits<float>::quiet_NaN();
+                    cpu::linear_outputs<W>(cpu::rows_of<const float>(x.data(), rows, in), weight, first, count,
+                                           cpu::rows_of(part.data(), rows, out).columns(first, count), mode, scratch,
+                                           &packed);
+                    CHECK(part == whole);
+                }
+            }
+        std::vector<float> x(in), y(64);
+        CHECK_THROWS_AS(cpu::linear_outputs<W>(cpu::rows_of<const float>(x.data(), 1, in), weight, 32, 64,
+                                               cpu::rows_of(y.data(), 1, 64), cpu::Write::overwrite, scratch, &packed),
+                        ShapeError);
+        CHECK_THROWS_AS(cpu::linear_outputs<W>(cpu::rows_of<const float>(x.data(), 1, in), weight, 192, 64,
+                                               cpu::rows_of(y.data(), 1, 64), cpu::Write::overwrite, scratch, &packed),
+                        ShapeError);
+    }
+    // Unpacked: the rows [first, first + count) of the weight, any first.
+    const auto x = testing::random_normal(3 * in, 900);
+    auto whole = testing::poisoned<float>(3 * out);
+    cpu::linear<W>(cpu::rows_of<const float>(x.data(), 3, in), weight, cpu::rows_of(whole.data(), 3, out),
+                   cpu::Write::overwrite, scratch);
+    std::vector<float> part = testing::poisoned<float>(3 * 40);
+    cpu::linear_outputs<W>(cpu::rows_of<const float>(x.data(), 3, in), weight, 33, 40, cpu::rows_of(part.data(), 3, 40),
+                           cpu::Write::overwrite, scratch);
+    std::vector<double> want(3 * 40);
+    for (int r = 0; r < 3; ++r)
+        for (int o = 0; o < 40; ++o) want[r * 40 + o] = whole[r * out + 33 + o];
+    CHECK(testing::relative_error(part, want) < 1e-6);
 }
 
 TEST_CASE("products reject mismatched shapes") {

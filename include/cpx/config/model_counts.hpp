@@ -161,18 +161,21 @@ constexpr count_t mlp_flops_per_token() {
 template <PrismConfigType C>
 constexpr count_t mlp_flops_per_token() { return 2 * 2 * count_t{C::mlp_width} * C::hidden; }
 
-/// What the last layer leaves out for a row it does not finish: a prefill that returns
+/// What the last layer does not need for a row it does not finish: a prefill that returns
 /// the last position's logits (or none) needs the other rows of the last layer only for
-/// their keys and values (cpu/layers/sequence_rows.hpp, QueryRows). Left out: the row's
-/// attention products, the output projection and the MLP; its q/k/v (PRISM: h = x U^T)
-/// projection still runs, as one product with the rows' keys and values.
+/// their keys and values (cpu/layers/sequence_rows.hpp, QueryRows). Not needed: the row's
+/// query projection (COMPLEXITY-DEEP's mu-guided attention; the CPU layer skips it on
+/// packed weights whose q block ends on a panel, the default fp32 arithmetic still runs it
+/// inside the stacked q/k/v product), attention products, output projection and MLP.
+/// PRISM's h = x U^T holds q, k and v in every head's rows, so it runs whole.
 template <ComplexityConfigType C>
 constexpr count_t unfinished_row_flops(count_t context) {
     if constexpr (C::attention == AttentionKind::prism) {
         const count_t u = count_t{2} * C::heads * C::prism_head_dim;
         return 2 * (u * C::hidden + 2 * u * context) + mlp_flops_per_token<C>();
     } else {
-        return 2 * (count_t{C::q_width} * C::hidden + 2 * count_t{C::heads} * C::head_dim * context) +
+        const count_t query = count_t{C::q_width} * C::hidden * (C::use_mu ? 2 : 1);
+        return 2 * (query + count_t{C::q_width} * C::hidden + 2 * count_t{C::heads} * C::head_dim * context) +
                mlp_flops_per_token<C>();
     }
 }

@@ -240,6 +240,17 @@ void check_product(const char* what, const StridedMatrix<const float>& x, const 
 }  // namespace detail
 
 namespace detail {
+/// y (=|+=) x . B over outputs [first, first + count) of the packed B (first starts a panel).
+inline bool packed_outputs(const StridedMatrix<const float>& x, const PackedWeight& packed, index_t first,
+                           index_t count, const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
+    const bool add = mode == Write::accumulate;
+    if (const PackedBf16* b = packed.bf16()) gemm_bf16(x, b->view().outputs_range(first, count), y, add, scratch.bf16());
+    else if (const PackedF32* f = packed.f32()) gemm_f32_packed(x, f->view().outputs_range(first, count), y, add);
+    else if (const PackedBf16* h = packed.bf16_widened()) gemm_f32_packed(x, h->view().outputs_range(first, count), y, add);
+    else return false;
+    return true;
+}
+
 /// Runs the product on the packed copy when one is given.
 template <class W>
 bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
@@ -248,11 +259,7 @@ bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W
     require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
                         "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
-    if (const PackedBf16* b = packed->bf16()) gemm_bf16(x, *b, y, mode == Write::accumulate, scratch.bf16());
-    else if (const PackedF32* f = packed->f32()) gemm_f32_packed(x, *f, y, mode == Write::accumulate);
-    else if (const PackedBf16* h = packed->bf16_widened()) gemm_f32_packed(x, *h, y, mode == Write::accumulate);
-    else return false;
-    return true;
+    return packed_outputs(x, *packed, 0, packed->outputs(), y, mode, scratch);
 }
 }  // namespace detail
 
@@ -381,6 +388,26 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                               detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(wld)).transpose(), mode);
     }
+}
+
+/// linear() through output features [first, first + count) of w alone (rows of the [out, in]
+/// weight): a stacked projection of which the call needs a part. On a packed copy `first` must
+/// start a panel (a multiple of packed_panel_cols); each output is then the same sum, bit for
+/// bit, as in the whole product.
+template <class W>
+void linear_outputs(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t first, index_t count,
+                    const StridedMatrix<float>& y, Write mode, LinearScratch& scratch,
+                    const PackedWeight* packed = nullptr) {
+    require<ShapeError>(first >= 0 && count >= 0 && first + count <= w.rows, "linear: outputs [", first, ", ",
+                        first + count, ") of a weight of ", w.rows);
+    const StridedMatrix<const W> part = w.rows_range(first, count);
+    if (!packed) return linear<W>(x, part, y, mode, scratch);
+    require<ShapeError>(packed->outputs() == w.rows && packed->inputs() == w.cols, "the packed weight is [",
+                        packed->inputs(), " -> ", packed->outputs(), "], the weight it stands for [", w.rows, ", ",
+                        w.cols, "]");
+    detail::check_product("linear", x, part, w.cols, count, y);
+    if (x.rows == 0 || count == 0) return;
+    if (!detail::packed_outputs(x, *packed, first, count, y, mode, scratch)) linear<W>(x, part, y, mode, scratch);
 }
 
 /// y (=|+=) x . w with w [in, out] (input-major, as the routed experts store it).

@@ -66,6 +66,15 @@ public:
                             inputs, " -> ", outputs, "] of [", k_, " -> ", n_, "]");
         return {data_, outputs, inputs, stride_groups_};
     }
+    /// Outputs [first, first + count) over every input; `first` must start a panel (a multiple
+    /// of packed_panel_cols): a stacked projection read in parts (attention's k and v alone).
+    PackedPanelsView outputs_range(index_t first, index_t count) const {
+        require<ShapeError>(first >= 0 && count >= 0 && first + count <= n_ && first % packed_panel_cols == 0,
+                            "packed panels: outputs [", first, ", ", first + count, ") of ", n_,
+                            " do not start a panel of ", packed_panel_cols);
+        return {data_ + first / packed_panel_cols * stride_groups_ * packed_panel_cols * group, count, k_,
+                stride_groups_};
+    }
 
 private:
     const T* data_ = nullptr;

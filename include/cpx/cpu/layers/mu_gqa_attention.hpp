@@ -70,6 +70,8 @@ public:
     void reserve(index_t rows, index_t sequences, index_t max_keys) {
         grow(qkv_, static_cast<std::size_t>(rows * qkv_width));
         grow(out_, static_cast<std::size_t>(rows * C::q_width));
+        grow(q_input_, static_cast<std::size_t>(sequences * Weights::input_width));
+        grow(q_rows_, static_cast<std::size_t>(sequences * C::q_width));
         cached_.reserve(static_cast<std::size_t>(sequences));
         fresh_.reserve(static_cast<std::size_t>(sequences));
         ws_.reserve(C::groups, C::head_dim, C::head_dim, max_keys, !std::is_same_v<KV, float>);
@@ -88,11 +90,32 @@ public:
         require<ShapeError>(residual.rows == outs, "attention: residual has ", residual.rows,
                             " rows, the call finishes ", outs, " of ", n, " input rows");
         const StridedMatrix<float> qkv = block_in(qkv_, n, qkv_width);
-        linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
+        // A call that finishes a few of its rows (a prompt's last layer) projects keys and
+        // values for every row and queries for those rows alone, on packed weights whose q
+        // block ends on a panel: each output the same sum as in the stacked product.
+        const bool few_queries = queries != QueryRows::all && outs < n && w.qkv_packed != nullptr &&
+                                 C::q_width % packed_panel_cols == 0;
+        HeadRows<float> q;
+        if (few_queries) {
+            linear_outputs<W>(input, w.qkv, C::q_width, 2 * C::kv_width, qkv.columns(C::q_width, 2 * C::kv_width),
+                              Write::overwrite, scratch_, w.qkv_packed);
+            const StridedMatrix<float> finished = block_in(q_input_, outs, Weights::input_width);
+            for (std::size_t i = 0; i < sequences.size(); ++i) {
+                const QuerySlice qs = query_slice(queries, checked(sequences[i], i, n, queries), static_cast<index_t>(i));
+                for (index_t r = 0; r < qs.count; ++r)
+                    std::copy_n(input.row(qs.first + r), Weights::input_width, finished.row(qs.out + r));
+            }
+            const StridedMatrix<float> q_rows = block_in(q_rows_, outs, C::q_width);
+            linear_outputs<W>(StridedMatrix<const float>(finished), w.qkv, 0, C::q_width, q_rows, Write::overwrite,
+                              scratch_, w.qkv_packed);
+            q = packed_heads(q_rows.data, outs, C::heads, C::head_dim, C::q_width);
+        } else {
+            linear<W>(input, w.qkv, qkv, Write::overwrite, scratch_, w.qkv_packed);
+            q = packed_heads(qkv.data, n, C::heads, C::head_dim, qkv_width);
+        }
         if constexpr (C::use_mu)
             if (mu_observer) observe_mu(w, input, *mu_observer);
 
-        const HeadRows<float> q = packed_heads(qkv.data, n, C::heads, C::head_dim, qkv_width);
         const HeadRows<float> k = packed_heads(qkv.data + C::q_width, n, C::kv_heads, C::head_dim, qkv_width);
         const HeadRows<float> v =
             packed_heads(qkv.data + C::q_width + C::kv_width, n, C::kv_heads, C::head_dim, qkv_width);
@@ -104,15 +127,11 @@ public:
         cached_.clear();
         fresh_.clear();
         for (std::size_t i = 0; i < sequences.size(); ++i) {
-            const SequenceRows<KV>& s = sequences[i];
-            require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= n, "attention: sequence rows [",
-                                s.begin, ", ", s.begin + s.rows, ") outside the batch of ", n);
-            require<ShapeError>(s.rows > 0 || queries != QueryRows::last, "attention: sequence ", i,
-                                " is empty, it has no last row to finish");
+            const SequenceRows<KV>& s = checked(sequences[i], i, n, queries);
             if (s.rows == 0) continue;
-            // The rows this call finishes (sequence_rows.hpp).
+            // The rows this call finishes (sequence_rows.hpp), and where their queries are.
             const QuerySlice qs = query_slice(queries, s, static_cast<index_t>(i));
-            const HeadRows<float> sq = q.rows_range(qs.first, qs.count);
+            const HeadRows<float> sq = q.rows_range(few_queries ? qs.out : qs.first, qs.count);
             apply_rope(rope_, sq, s.offset + (qs.first - s.begin));
             apply_rope(rope_, k.rows_range(s.begin, s.rows), s.offset);
             if (s.cache_k.data) {
@@ -142,6 +161,15 @@ public:
     }
 
 private:
+    /// Sequence `s`, the i-th of a call over n batch rows, after checking it.
+    static const SequenceRows<KV>& checked(const SequenceRows<KV>& s, std::size_t i, index_t n, QueryRows queries) {
+        require<ShapeError>(s.begin >= 0 && s.rows >= 0 && s.begin + s.rows <= n, "attention: sequence rows [",
+                            s.begin, ", ", s.begin + s.rows, ") outside the batch of ", n);
+        require<ShapeError>(s.rows > 0 || queries != QueryRows::last, "attention: sequence ", i,
+                            " is empty, it has no last row to finish");
+        return s;
+    }
+
     static void store(const HeadRows<float>& src, const HeadRows<KV>& cache, index_t offset) {
         for (index_t r = 0; r < src.rows; ++r)
             for (int h = 0; h < src.heads; ++h) {
@@ -179,7 +207,7 @@ private:
     }
 
     RopeTable rope_;
-    AlignedVector<float> qkv_, out_, obs_a_, obs_mu_;
+    AlignedVector<float> qkv_, out_, q_input_, q_rows_, obs_a_, obs_mu_;
     std::vector<AttentionProblem<KV>> cached_;
     std::vector<AttentionProblem<float>> fresh_;
     AttentionWorkspace ws_;
