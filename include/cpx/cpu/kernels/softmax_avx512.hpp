@@ -62,16 +62,22 @@ CPX_TARGET_AVX512 inline __m512 exp_nonpositive(__m512 x) {
     return _mm512_scalef_ps(p, k);
 }
 
+/// max(s[0, body + popcount(tail))) in every lane: `body` a multiple of 16, `tail` the lanes
+/// of the last partial vector.
+CPX_TARGET_AVX512 inline __m512 row_max(const float* s, index_t body, __mmask16 tail) {
+    __m512 mv = _mm512_set1_ps(-__builtin_inff());
+    for (index_t j = 0; j < body; j += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
+    mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + body));
+    return _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+}
+
 /// s[j] <- exp(s[j] - max) for j < valid and s[valid, n) set to 0; valid >= 1. Returns
 /// 1 / the sum of the exponentials: the caller scales by it where it is cheapest (attention
 /// scales its output rows, dv values, instead of the probabilities, up to n).
 CPX_TARGET_AVX512 inline float masked_exp_row(float* s, index_t valid, index_t n) {
     const index_t body = valid / 16 * 16;
     const __mmask16 tail = static_cast<__mmask16>((1u << (valid - body)) - 1u);
-    __m512 mv = _mm512_set1_ps(-__builtin_inff());
-    for (index_t j = 0; j < body; j += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
-    mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + body));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+    const __m512 m = row_max(s, body, tail);
 
     __m512 sum = _mm512_setzero_ps();
     for (index_t j = 0; j < body; j += 16) {
@@ -92,15 +98,14 @@ CPX_TARGET_AVX512 inline float masked_exp_row(float* s, index_t valid, index_t n
 /// nearest even, as gemm_bf16 rounds its inputs) into dst[0, valid), dst[valid, dst_n) zeroed,
 /// s unchanged. Attention's P V product reads dst as its rounded inputs, so the probabilities
 /// skip an fp32 row and a rounding pass; the sum is of the fp32 values, as masked_exp_row's,
-/// and the result the same bits. Returns 1 / the sum; valid >= 1.
+/// and the result the same bits. Returns 1 / the sum; valid >= 1. Its loop repeats
+/// masked_exp_row's rather than sharing it: a shared body compiled for AVX-512 could not inline
+/// the AVX512_BF16 store.
 CPX_TARGET_AVX512_BF16 inline float masked_exp_row_bf16(const float* s, index_t valid, std::uint16_t* dst,
                                                         index_t dst_n) {
     const index_t body = valid / 16 * 16;
     const __mmask16 tail = static_cast<__mmask16>((1u << (valid - body)) - 1u);
-    __m512 mv = _mm512_set1_ps(-__builtin_inff());
-    for (index_t j = 0; j < body; j += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
-    mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + body));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+    const __m512 m = row_max(s, body, tail);
 
     __m512 sum = _mm512_setzero_ps();
     for (index_t j = 0; j < body; j += 16) {
