@@ -239,6 +239,66 @@ TEST_CASE_TEMPLATE("decode-sized dispatch runs the experts side by side, with th
     }
 }
 
+TEST_CASE_TEMPLATE("a one-row token-routed step runs the shared expert beside the routed one, with the one-thread result",
+                   W, float, bf16) {
+    // One row on two threads: the routed expert and the shared expert take a thread each (the
+    // shared one writing a buffer of its own, added after the routed one), on fp32 or bf16
+    // stored weights, plain or with bf16 packs. Each output is summed the same way as on one
+    // thread, so the results agree bit for bit.
+    using C = Routed;
+    static_assert(C::has_shared_expert);
+    const auto stored = convert_weights<W>(test_weights<C>(27));
+    const auto ref = reference_weights(test_weights<C>(27));
+    auto weights = stored.token_routed_mlp(1);
+    std::vector<cpu::PackedWeight> packs;
+    packs.reserve(2 * C::experts + 2);
+    for (int e = 0; e < C::experts; ++e) {
+        packs.push_back(cpu::PackedWeight::pack(weights.experts.gate_up_of(e), cpu::WeightOrientation::in_out,
+                                                cpu::Compute::bf16));
+        packs.push_back(cpu::PackedWeight::pack(weights.experts.down_of(e), cpu::WeightOrientation::in_out,
+                                                cpu::Compute::bf16));
+    }
+    packs.push_back(cpu::PackedWeight::pack(weights.shared.gate_up, cpu::WeightOrientation::out_in, cpu::Compute::bf16));
+    packs.push_back(cpu::PackedWeight::pack(weights.shared.down, cpu::WeightOrientation::out_in, cpu::Compute::bf16));
+    const bool have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
+    const auto tokens = random_tokens(3, C::vocab, 9);
+    for (bool packed : {false, true}) {
+        if (packed && !have_bf16) continue;
+        CAPTURE(packed);
+        auto w = weights;
+        std::vector<cpu::PackedWeight> gate_up, down;
+        if (packed) {
+            for (int e = 0; e < C::experts; ++e) {
+                gate_up.push_back(packs[2 * e]);
+                down.push_back(packs[2 * e + 1]);
+            }
+            w.experts.gate_up_packed = gate_up.data();
+            w.experts.down_packed = down.data();
+            w.shared.gate_up_packed = &packs[2 * C::experts];
+            w.shared.down_packed = &packs[2 * C::experts + 1];
+        }
+        for (const std::int64_t token : tokens) {
+            CAPTURE(token);
+            const auto x = random_normal(C::hidden, 50 + token);
+            const std::vector<float> start = random_normal(C::hidden, 60);
+            const auto run = [&] {
+                std::vector<float> residual = start;
+                cpu::TokenRoutedMlp<C, W> mlp;
+                mlp.forward(w, cpu::rows_of<const float>(x.data(), 1, C::hidden), std::span(&token, 1),
+                            stored.routing(1), cpu::rows_of(residual.data(), 1, C::hidden));
+                return residual;
+            };
+            const auto beside = testing::on_threads(2, run);
+            CHECK(beside == testing::on_one_thread(run));
+            if (!packed && std::is_same_v<W, float>) {
+                auto want = cpx::testing::reference_mlp<C>(ref, "layers.1.", split_rows(x, 1, C::hidden)[0], token);
+                for (int c = 0; c < C::hidden; ++c) want[c] += start[c];
+                CHECK(relative_error(beside, want) < 1e-5);
+            }
+        }
+    }
+}
+
 TEST_CASE("the learned router scales its top-1 expert by the softmax probability, plus the shared expert") {
     using C = Learned;
     const auto w = test_weights<C>(26);

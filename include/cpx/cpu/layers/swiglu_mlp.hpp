@@ -21,12 +21,13 @@ struct SwiGluWeights {
     index_t width() const { return down.cols; }
 };
 
-/// residual += scale * SwiGLU(x); `hidden` is a scratch buffer the caller keeps.
-/// The scale multiplies the activation before the down projection (the same
-/// product, one pass over I values per row instead of d).
+/// residual += scale * SwiGLU(x) (`mode` overwrite: residual = ...); `hidden` is a scratch
+/// buffer the caller keeps. The scale multiplies the activation before the down projection
+/// (the same product, one pass over I values per row instead of d).
 template <class W>
 void swiglu_block(const SwiGluWeights<W>& w, const StridedMatrix<const float>& x, const StridedMatrix<float>& residual,
-                  AlignedVector<float>& hidden, LinearScratch& scratch, float scale = 1.0f) {
+                  AlignedVector<float>& hidden, LinearScratch& scratch, float scale = 1.0f,
+                  Write mode = Write::accumulate) {
     const index_t width = w.width();
     require<ShapeError>(w.gate_up.rows == 2 * width, "swiglu: gate/up weight has ", w.gate_up.rows,
                         " rows for a width of ", width);
@@ -38,7 +39,7 @@ void swiglu_block(const SwiGluWeights<W>& w, const StridedMatrix<const float>& x
             float* a = h.row(r);
             for (index_t c = 0; c < width; ++c) a[c] *= scale;
         }
-    linear<W>(StridedMatrix<const float>(h.columns(0, width)), w.down, residual, Write::accumulate, scratch, w.down_packed);
+    linear<W>(StridedMatrix<const float>(h.columns(0, width)), w.down, residual, mode, scratch, w.down_packed);
 }
 
 /// The dense MLP layer with its scratch.
