@@ -164,8 +164,8 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         // inactive under OpenMP's default of one active level; with nesting enabled it forks
         // again, on this thread's own scratch), instead of a parallel region per product.
         // 187M's one-row step on two threads, the routed and the shared expert side by side
-        // (Zen 5, alternated): at ~80 GB/s read, bf16 weights 3.95-5.03 -> 3.78-4.08 ms and
-        // compute:bf16 3.47-3.65 -> 3.35-3.44; at ~50 GB/s 1-3% less time.
+        // (Zen 5, eight alternations; medians of the cases run at 78-88 GB/s read): bf16
+        // weights 4.0 -> 3.87 ms, compute:bf16 3.76 -> 3.64; level within the noise at ~50 GB/s.
         // The scratches share their capacities, so that which thread draws which expert does
         // not decide whether a step allocates.
         if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));

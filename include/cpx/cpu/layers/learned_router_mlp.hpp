@@ -13,7 +13,7 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/layers/expert_dispatch.hpp"
-#include "cpx/cpu/layers/swiglu_mlp.hpp"
+#include "cpx/cpu/layers/shared_expert.hpp"
 #include "cpx/math/router.hpp"
 
 namespace cpx::cpu {
@@ -33,7 +33,7 @@ class LearnedRouterMlp {
 public:
     void reserve(index_t rows) {
         dispatch_.reserve(rows, C::hidden, C::expert_width, C::experts);
-        if constexpr (C::has_shared_expert) grow(shared_hidden_, static_cast<std::size_t>(rows * 2 * C::shared_width));
+        if constexpr (C::has_shared_expert) shared_.reserve(rows, C::hidden, C::shared_width);
         grow(logits_, static_cast<std::size_t>(rows * C::experts));
         expert_.reserve(static_cast<std::size_t>(rows));
         gate_.reserve(static_cast<std::size_t>(rows));
@@ -51,13 +51,16 @@ public:
             expert_[static_cast<std::size_t>(r)] = choice.expert;
             gate_[static_cast<std::size_t>(r)] = choice.probability;
         }
-        if constexpr (C::has_shared_expert) swiglu_block<W>(w.shared, x, residual, shared_hidden_, scratch_);
-        dispatch_.forward(w.experts, x, expert_, gate_, residual, counts);
+        if constexpr (C::has_shared_expert)
+            experts_and_shared<W>(dispatch_, w.experts, w.shared, x, 1, expert_, gate_, residual, counts, shared_);
+        else
+            dispatch_.forward(w.experts, x, expert_, gate_, residual, counts);
     }
 
 private:
     ExpertDispatch<W> dispatch_;
-    AlignedVector<float> shared_hidden_, logits_;
+    SharedExpertScratch shared_;
+    AlignedVector<float> logits_;
     std::vector<std::int32_t> expert_;
     std::vector<float> gate_;
     LinearScratch scratch_;

@@ -15,7 +15,7 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/layers/expert_dispatch.hpp"
-#include "cpx/cpu/layers/swiglu_mlp.hpp"
+#include "cpx/cpu/layers/shared_expert.hpp"
 #include "cpx/math/route_mix.hpp"
 #include "cpx/router/top_k_routing.hpp"
 
@@ -37,10 +37,7 @@ class TokenRoutedMlp {
 public:
     void reserve(index_t rows) {
         dispatch_.reserve(rows, C::hidden, C::expert_width, C::experts, C::top_k);
-        if constexpr (C::has_shared_expert) {
-            grow(shared_hidden_, static_cast<std::size_t>(rows * 2 * C::shared_width));
-            grow(shared_out_, static_cast<std::size_t>(rows * C::hidden));
-        }
+        if constexpr (C::has_shared_expert) shared_.reserve(rows, C::hidden, C::shared_width);
         expert_.reserve(static_cast<std::size_t>(rows * C::top_k));
         scale_.reserve(static_cast<std::size_t>(rows * C::top_k));
     }
@@ -72,34 +69,18 @@ public:
             for (std::size_t p = 0; p < scale_.size(); ++p) scale_[p] = m.route(static_cast<int>(p % k));
             scale = scale_;
         }
-        if constexpr (C::has_shared_expert) {
-            // The shared expert writes a buffer of its own, beside the routed experts (a one-row
-            // step runs the two side by side on two threads), and is added after them: one
-            // summation order whichever way the call runs.
-            const StridedMatrix<float> shared = block_in(shared_out_, x.rows, C::hidden);
-            auto run_shared = [&] {
-                swiglu_block<W>(w.shared, x, shared, shared_hidden_, scratch_, m.shared, Write::overwrite);
-            };
-            using Job = decltype(run_shared);
-            dispatch_.forward(w.experts, x, k, expert_, scale, residual, counts,
-                              BesideExperts{[](void* job) { (*static_cast<Job*>(job))(); }, &run_shared});
-#pragma omp parallel for schedule(static) if (x.rows * C::hidden > 65536)
-            for (index_t r = 0; r < x.rows; ++r) {
-                float* dst = residual.row(r);
-                const float* src = shared.row(r);
-                for (int c = 0; c < C::hidden; ++c) dst[c] += src[c];
-            }
-        } else {
+        if constexpr (C::has_shared_expert)
+            experts_and_shared<W>(dispatch_, w.experts, w.shared, x, k, expert_, scale, residual, counts, shared_,
+                                  m.shared);
+        else
             dispatch_.forward(w.experts, x, k, expert_, scale, residual, counts);
-        }
     }
 
 private:
     ExpertDispatch<W> dispatch_;
-    AlignedVector<float> shared_hidden_, shared_out_;
+    SharedExpertScratch shared_;
     std::vector<std::int32_t> expert_;
     std::vector<float> scale_;
-    LinearScratch scratch_;
 };
 
 }  // namespace cpx::cpu
