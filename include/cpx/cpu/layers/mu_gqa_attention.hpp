@@ -131,8 +131,9 @@ public:
             if (s.rows == 0) continue;
             // The rows this call finishes (sequence_rows.hpp), and where their queries are.
             const QuerySlice qs = query_slice(queries, s, static_cast<index_t>(i));
-            const HeadRows<float> sq = q.rows_range(few_queries ? qs.out : qs.first, qs.count);
-            apply_rope(rope_, sq, s.offset + (qs.first - s.begin));
+            const HeadRows<float> sq =
+                qs.count ? q.rows_range(few_queries ? qs.out : qs.first, qs.count) : HeadRows<float>{};
+            if (qs.count) apply_rope(rope_, sq, s.offset + (qs.first - s.begin));
             apply_rope(rope_, k.rows_range(s.begin, s.rows), s.offset);
             if (s.cache_k.data) {
                 require<InputError>(s.cache_k.rows >= s.offset + s.rows && s.cache_v.rows >= s.offset + s.rows,
