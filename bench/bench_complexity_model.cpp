@@ -110,7 +110,7 @@ void prefill(const std::string& preset, index_t batch, index_t tokens, int threa
         if (bf16c) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
         if (packed_fp32) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         warm_once(name, step);
-        bench::run(state, work, step);
+        bench::run(state, work, step, bench::Warmup::done);
     });
 }
 
@@ -150,7 +150,7 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
         work.read_ceiling = bench::machine_read_gbps(threads);
         bench::set_decode_arithmetic_peak(work, batch, compute, threads);
         warm_once(name, step);
-        bench::run(state, work, step);
+        bench::run(state, work, step, bench::Warmup::done);
     });
 }
 

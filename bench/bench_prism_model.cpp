@@ -61,7 +61,7 @@ void prefill(index_t batch, index_t tokens, int threads) {
         if (K == cpu::Compute::bf16) work.bf16_peak = bench::machine_bf16_peak_gflops(threads);
         if (K == cpu::Compute::fp32_packed) work.fma_peak = bench::machine_fma_peak_gflops(threads);
         warm_once(name, step);
-        bench::run(state, work, step);
+        bench::run(state, work, step, bench::Warmup::done);
     });
 }
 
@@ -92,7 +92,7 @@ void decode(index_t batch, index_t context, int threads) {
         work.read_ceiling = bench::machine_read_gbps(threads);
         bench::set_decode_arithmetic_peak(work, batch, K, threads);
         warm_once(name, step);
-        bench::run(state, work, step);
+        bench::run(state, work, step, bench::Warmup::done);
     });
 }
 

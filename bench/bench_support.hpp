@@ -375,6 +375,7 @@ inline int bench_main(int argc, char** argv, void (*register_all)()) {
     benchmark::AddCustomContext("cpx_cpu_levels", cpx::cpu::cpu_features().summary());
 #ifdef CPX_BENCH_FLAGS
     benchmark::AddCustomContext("cpx_flags", CPX_BENCH_FLAGS);
+    benchmark::AddCustomContext("cpx_warmup", "first call of each layer case untimed");
 #endif
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -383,9 +384,17 @@ inline int bench_main(int argc, char** argv, void (*register_all)()) {
     return 0;
 }
 
+/// Whether run() calls `fn` once, untimed, before its loop. A layer case builds its layer (and
+/// workspaces) each time Google Benchmark calls it, so its first call would time the sizing and
+/// first touch of those buffers: PRISM's d = 1024 attention at 2048 tokens took 330-440 ms on its
+/// first call and 175-183 on the next, in cases of two iterations. The whole-model suites keep
+/// their model alive and warm each case once (bench_models.hpp, warm_once): `done`.
+enum class Warmup : bool { first_call, done };
+
 /// Runs the timing loop of `state` over `fn` (wall clock) and sets the suite's counters.
 template <class Fn>
-void run(benchmark::State& state, const Work& w, Fn&& fn) {
+void run(benchmark::State& state, const Work& w, Fn&& fn, Warmup warmup = Warmup::first_call) {
+    if (warmup == Warmup::first_call) fn();
     const auto t0 = Clock::now();
     for (auto _ : state) fn();
     set_counters(state, w, std::chrono::duration<double>(Clock::now() - t0).count());

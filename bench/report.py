@@ -217,7 +217,21 @@ class Report:
             "same binary (512 MiB buffer, measured again just before each case and repetition; the faster of a bare "
             "read and a read that prefetches 4 KiB ahead into L2), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
             "2 bytes. The PyTorch peer runs the same cases (names, shapes, threads) and is timed the same way "
-            "(warm-up, repetitions, median).", "")
+            "(warm-up, repetitions, median). " + self.warmup_note(), "")
+
+    def warmup_note(self):
+        """Which suites called each case once, untimed, before timing it (bench_support.hpp, Warmup)."""
+        cold = sorted(name.removesuffix(".json") for name, ctx in self.contexts.items()
+                      if "cpx_warmup" not in ctx and name.startswith("bench_") and not name.endswith("_model.json")
+                      and name != "bench_machine.json")
+        note = ("Our layer cases build their layer anew for each repetition and run it once untimed before "
+                "the loop; the whole-model cases keep their model and run each case once before its first "
+                "repetition.")
+        if cold:
+            note += (" Suites run before that warm-up existed, whose layer cases time their first call "
+                     "(workspace sizing and page faults, a large share of cases of a few iterations): "
+                     + ", ".join(f"`{c}`" for c in cold) + ".")
+        return note
 
     def ceilings(self):
         rows = []
