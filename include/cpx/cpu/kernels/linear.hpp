@@ -251,14 +251,20 @@ inline bool packed_outputs(const StridedMatrix<const float>& x, const PackedWeig
     return true;
 }
 
+/// Checks that `packed` stands for w ([out, in] when out_in, else [in, out]).
+template <class W>
+void check_pack(const StridedMatrix<const W>& w, bool out_in, const PackedWeight& packed) {
+    require<ShapeError>(packed.outputs() == (out_in ? w.rows : w.cols) && packed.inputs() == (out_in ? w.cols : w.rows),
+                        "the packed weight is [", packed.inputs(), " -> ", packed.outputs(),
+                        "], the weight it stands for [", w.rows, ", ", w.cols, "]");
+}
+
 /// Runs the product on the packed copy when one is given.
 template <class W>
 bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
                 const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
     if (!packed) return false;
-    require<ShapeError>(packed->outputs() == (out_in ? w.rows : w.cols) && packed->inputs() == (out_in ? w.cols : w.rows),
-                        "the packed weight is [", packed->inputs(), " -> ", packed->outputs(),
-                        "], the weight it stands for [", w.rows, ", ", w.cols, "]");
+    check_pack(w, out_in, *packed);
     return packed_outputs(x, *packed, 0, packed->outputs(), y, mode, scratch);
 }
 }  // namespace detail
@@ -402,9 +408,7 @@ void linear_outputs(const StridedMatrix<const float>& x, const StridedMatrix<con
                         first + count, ") of a weight of ", w.rows);
     const StridedMatrix<const W> part = w.rows_range(first, count);
     if (!packed) return linear<W>(x, part, y, mode, scratch);
-    require<ShapeError>(packed->outputs() == w.rows && packed->inputs() == w.cols, "the packed weight is [",
-                        packed->inputs(), " -> ", packed->outputs(), "], the weight it stands for [", w.rows, ", ",
-                        w.cols, "]");
+    detail::check_pack(w, true, *packed);
     detail::check_product("linear", x, part, w.cols, count, y);
     if (x.rows == 0 || count == 0) return;
     if (!detail::packed_outputs(x, *packed, first, count, y, mode, scratch)) linear<W>(x, part, y, mode, scratch);
