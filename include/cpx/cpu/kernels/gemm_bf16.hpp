@@ -158,20 +158,18 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
     const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
     std::uint16_t* a = scratch.rows(rows, lda);
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        const int t = thread_index(), team = team_size();
-#pragma omp for schedule(static)
-        for (index_t r = 0; r < rows; ++r) {
+    parallel_team(threads, [&](int t, int team) {
+        for_share(rows, t, team, [&](index_t r) {
             if (r >= m) {
                 std::fill_n(a + r * lda, lda, std::uint16_t{0});
-                continue;
+                return;
             }
             k::round_to_bf16(x.row(r), x.cols, a + r * lda);
             if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
-        }
+        });
+        team_barrier(team);
         tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx);
-    }
+    });
 }
 
 /// gemm_bf16_rounded's product (arguments checked, m, n, pairs > 0).
@@ -180,8 +178,7 @@ void product_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanel
                      const StridedMatrix<float>& y, bool accumulate, bool amx, int max_team) {
     const int threads =
         std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), 2 * b.groups()));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    tiles<AmxIsa>(thread_index(), team_size(), a, lda, m, b, y, accumulate, amx);
+    parallel_team(threads, [&](int t, int team) { tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx); });
 }
 }  // namespace gemm_bf16_detail
 #endif
@@ -205,12 +202,11 @@ inline void widened_product(const StridedMatrix<const float>& x, PackedPanelsVie
     const index_t ld = (k + 15) / 16 * 16;  // rows start on cache lines
     float* a = scratch.widened_rows(m, ld);
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), k));
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (index_t r = 0; r < m; ++r) {
+    parallel_for(m, threads > 1, [&](index_t r) {
         const float* in = x.row(r);
         float* out = a + r * ld;
         for (index_t c = 0; c < k; ++c) out[c] = bf16::from_float(in[c]).to_float();
-    }
+    });
     gemm_f32_packed(StridedMatrix<const float>{a, m, k, ld}, b, y, accumulate, max_team);
 }
 }  // namespace gemm_bf16_detail

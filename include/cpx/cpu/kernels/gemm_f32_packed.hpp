@@ -84,23 +84,25 @@ void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const Strid
     static_assert(Kernel::tile_rows == avx512_f32::tile_rows, "panel_gemm's row blocks assume one tile height");
     constexpr index_t group = PackedPanelsView<T>::group;
     const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups(), panels = b.panels();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    panel_gemm::thread_share(
-        thread_index(), team_size(), m, panels, depth, block_depth / group, Kernel::tile_rows,
-        [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block, const panel_gemm::Lookahead& next) {
-            const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
-            const bool load_c = accumulate || !first_block;
-            const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes(rows));
-            if constexpr (std::is_same_v<T, float>) {
-                Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols, y.ld,
-                                    cols, load_c, ahead);
-            } else {  // an odd K leaves the last pair half: x has no input past the row
-                const bool half_last = g + gn == depth && inputs % 2 != 0;
-                Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
-                                         y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
-            }
-        },
-        Kernel::single_tile_ahead);
+    parallel_team(threads, [&](int t, int team) {
+        panel_gemm::thread_share(
+            t, team, m, panels, depth, block_depth / group, Kernel::tile_rows,
+            [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first_block,
+                const panel_gemm::Lookahead& next) {
+                const index_t cols = std::min(packed_panel_cols, n - p * packed_panel_cols);
+                const bool load_c = accumulate || !first_block;
+                const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes(rows));
+                if constexpr (std::is_same_v<T, float>) {
+                    Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols,
+                                        y.ld, cols, load_c, ahead);
+                } else {  // an odd K leaves the last pair half: x has no input past the row
+                    const bool half_last = g + gn == depth && inputs % 2 != 0;
+                    Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
+                                             y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
+                }
+            },
+            Kernel::single_tile_ahead);
+    });
 }
 #endif
 

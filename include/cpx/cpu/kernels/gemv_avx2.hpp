@@ -41,6 +41,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/kernels/prefetch_lines.hpp"  // LineStream
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
 
@@ -293,24 +294,22 @@ CPX_TARGET_AVX2 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x, 
                                            const StridedMatrix<float>& y, bool accumulate, float* parts) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
     const index_t in = w.rows, out = w.cols, m = x.rows, chunks = nn_chunks(in), stride = nn_stride(out);
-#pragma omp parallel if (chunks > 1 && m * in * out > 32768)
-    {
-#pragma omp for schedule(static)
-        for (index_t c = 0; c < chunks; ++c) {
+    parallel_team(chunks > 1 && m * in * out > 32768 ? max_threads() : 1, [&](int t, int team) {
+        for_share(chunks, t, team, [&](index_t c) {
             float* const part = parts + c * m * stride;
             for (index_t j = 0; j < m * stride; ++j) part[j] = 0.0f;
             detail::rows_nn_part<W>(x, w, in * c / chunks, in * (c + 1) / chunks, part, stride);
-        }
-#pragma omp for schedule(static)
-        for (index_t r = 0; r < m; ++r) {
+        });
+        team_barrier(team);
+        for_share(m, t, team, [&](index_t r) {
             float* yr = y.row(r);
             for (index_t j = 0; j < out; ++j) {
                 float sum = parts[r * stride + j];
                 for (index_t c = 1; c < chunks; ++c) sum += parts[(c * m + r) * stride + j];
                 yr[j] = accumulate ? yr[j] + sum : sum;
             }
-        }
-    }
+        });
+    });
 }
 
 }  // namespace cpx::cpu::avx2

@@ -82,6 +82,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
@@ -621,10 +622,8 @@ template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                              const StridedMatrix<float>& y, bool accumulate, float* parts) {
     const index_t in = w.rows, out = w.cols, m = x.rows, chunks = row_nn_chunks(in), stride = row_nn_stride(out);
-#pragma omp parallel if (chunks > 1 && m * in * out > 32768)
-    {
-#pragma omp for schedule(static)
-        for (index_t c = 0; c < chunks; ++c) {
+    parallel_team(chunks > 1 && m * in * out > 32768 ? max_threads() : 1, [&](int t, int team) {
+        for_share(chunks, t, team, [&](index_t c) {
             float* const part = parts + c * m * stride;
             const index_t i0 = in * c / chunks, i1 = in * (c + 1) / chunks;
             if (m == 1) {
@@ -634,10 +633,12 @@ CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x
                     detail::gemv_band_nn_part<W, decltype(g)::value>(x, m0, w, i0, i1, part + m0 * stride, stride);
                 });
             }
-        }
-#pragma omp for schedule(static)
-        for (index_t r = 0; r < m; ++r) detail::sum_chunks_nn<W>(parts, r, m, chunks, stride, out, y.row(r), accumulate);
-    }
+        });
+        team_barrier(team);
+        for_share(m, t, team, [&](index_t r) {
+            detail::sum_chunks_nn<W>(parts, r, m, chunks, stride, out, y.row(r), accumulate);
+        });
+    });
 }
 
 }  // namespace cpx::cpu::avx512

@@ -123,12 +123,11 @@ void thread_blocks(index_t m, index_t out, index_t in, const Block& block) {
     const index_t extent = by_columns ? out : m, unit = by_columns ? 16 : 1;
     const index_t per = std::max(unit, ((extent + threads - 1) / threads + unit - 1) / unit * unit);
     const index_t blocks = (extent + per - 1) / per;
-#pragma omp parallel for schedule(static) if (blocks > 1 && m * out * in > 32768)
-    for (index_t b = 0; b < blocks; ++b) {
+    parallel_for(blocks, m * out * in > 32768, [&](index_t b) {
         const index_t begin = b * per, count = std::min(per, extent - begin);
         if (by_columns) block(0, m, begin, count);
         else block(begin, count, 0, out);
-    }
+    });
 }
 
 /// Output features per panel: a multiple of 16, small enough for a few panels
@@ -318,12 +317,11 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     for (index_t r = 0; r < m; ++r) avx2::split_row_by_parity(x.row(r), in, split + r * in);
                     xs = StridedMatrix<const float>{split, m, in, in};
                 }
-#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-                for (index_t p = 0; p < panels; ++p) {
+                parallel_for(panels, m * out * in > 32768, [&](index_t p) {
                     const index_t o0 = p * pw, o1 = std::min(out, o0 + pw);
                     if (m == 1) avx2::gemv_row_nt(xs.row(0), w, y.row(0), o0, o1, mode == Write::accumulate);
                     else avx2::gemv_rows_nt(xs, w, y, o0, o1, mode == Write::accumulate);
-                }
+                });
                 return;
             }
         }
@@ -338,14 +336,15 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
             // Sequences in the vector lanes: x transposed once (threads split the
             // features), then the panels.
             float* const xt = lanes;
-#pragma omp parallel if (panels > 1 && m * out * in > 32768)
-            {
-#pragma omp for schedule(static)
-                for (index_t i0 = 0; i0 < in; i0 += 64) avx512::lanes_transpose<W>(x, xt, i0, std::min(in, i0 + 64));
-#pragma omp for schedule(static)
-                for (index_t p = 0; p < panels; ++p)
+            parallel_team(panels > 1 && m * out * in > 32768 ? max_threads() : 1, [&](int t, int team) {
+                for_share((in + 63) / 64, t, team, [&](index_t b) {
+                    avx512::lanes_transpose<W>(x, xt, 64 * b, std::min(in, 64 * b + 64));
+                });
+                team_barrier(team);
+                for_share(panels, t, team, [&](index_t p) {
                     avx512::gemv_lanes_nt(xt, in, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-            }
+                });
+            });
             return;
         }
         if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
@@ -356,44 +355,42 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     avx512::split_row_by_parity(xs, in, lanes);
                     xs = lanes;
                 }
-#pragma omp parallel for schedule(static) if (panels > 1 && out * in > 32768)
-                for (index_t p = 0; p < panels; ++p)
+                parallel_for(panels, out * in > 32768, [&](index_t p) {
                     avx512::gemv_row_nt<W>(xs, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                });
                 return;
             }
         }
 #endif
-#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-        for (index_t p = 0; p < panels; ++p) {
+        parallel_for(panels, m * out * in > 32768, [&](index_t p) {
 #ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
                 if (avx512) {
                     avx512::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                    continue;
+                    return;
                 }
             }
 #endif
             detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
-        }
+        });
         return;
     }
     if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
     const auto xm = detail::eigen_rows(x);
-#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-    for (index_t p = 0; p < panels; ++p) {
+    parallel_for(panels, m * out * in > 32768, [&](index_t p, int slot) {
         const index_t o0 = p * pw, n = std::min(pw, out - o0);
         const float* wp;
         index_t wld;
         if constexpr (std::is_same_v<W, float>) {
             wp = w.data + o0 * ld, wld = ld;
         } else {
-            float* panel = scratch.thread_panel(thread_index());
+            float* panel = scratch.thread_panel(slot);
             for (index_t o = 0; o < n; ++o) detail::widen(w.data + (o0 + o) * ld, in, panel + o * in);
             wp = panel, wld = in;
         }
         detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                               detail::ConstRowsMap(wp, n, in, Eigen::OuterStride<>(wld)).transpose(), mode);
-    }
+    });
 }
 
 /// linear() through output features [first, first + count) of w alone (rows of the [out, in]
@@ -458,34 +455,32 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
 #endif
         // Few rows, portable: wide column panels (one per thread, at most nn_panel) keep each
         // weight row segment long and contiguous; their accumulators live on the stack.
-        constexpr index_t nn_panel = 1024;
+        static constexpr index_t nn_panel = 1024;
         const index_t per_thread = (out + threads - 1) / threads;
         const index_t pw = std::min(nn_panel, std::max<index_t>(64, (per_thread + 15) / 16 * 16));
         const index_t panels = (out + pw - 1) / pw;
-#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-        for (index_t p = 0; p < panels; ++p) {
+        parallel_for(panels, m * out * in > 32768, [&](index_t p) {
             alignas(cache_line) float acc[gemv_max_rows * nn_panel];
             detail::gemv_rows_nn(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode, acc);
-        }
+        });
         return;
     }
     const index_t pw = detail::panel_width(m, out, in, threads);
     const index_t panels = (out + pw - 1) / pw;
     if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
     const auto xm = detail::eigen_rows(x);
-#pragma omp parallel for schedule(static) if (panels > 1 && m * out * in > 32768)
-    for (index_t p = 0; p < panels; ++p) {
+    parallel_for(panels, m * out * in > 32768, [&](index_t p, int slot) {
         const index_t o0 = p * pw, n = std::min(pw, out - o0);
         if constexpr (std::is_same_v<W, float>) {
             detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                                   detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
         } else {
-            float* panel = scratch.thread_panel(thread_index());
+            float* panel = scratch.thread_panel(slot);
             for (index_t i = 0; i < in; ++i) detail::widen(w.data + i * ld + o0, n, panel + i * n);
             detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                                   detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
         }
-    }
+    });
 }
 
 /// Sizes `scratch` for the few-row matmul<W> products through an [in, out] weight

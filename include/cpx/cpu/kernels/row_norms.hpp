@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/math/norm.hpp"
 
@@ -34,21 +35,21 @@ void rmsnorm_rows(const StridedMatrix<X, XCols>& x, const float* w, const Stride
                         "], input [", x.rows, ", ", x.cols, "]");
     constexpr index_t known = XCols != dynamic ? XCols : YCols;
     if constexpr (known != dynamic) {
-        // The constant is spelled inside the loop so that the outlined parallel body sees it.
-#pragma omp parallel for schedule(static) if (x.rows * known > 65536)
-        for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), known, eps);
+        // The constant is spelled inside the row body so that its loop has a known length.
+        parallel_for(x.rows, x.rows * known > 65536,
+                     [&](index_t r) { detail::rmsnorm_vector(x.row(r), w, y.row(r), known, eps); });
     } else {
-#pragma omp parallel for schedule(static) if (x.rows * x.cols > 65536)
-        for (index_t r = 0; r < x.rows; ++r) detail::rmsnorm_vector(x.row(r), w, y.row(r), x.cols, eps);
+        parallel_for(x.rows, x.rows * x.cols > 65536,
+                     [&](index_t r) { detail::rmsnorm_vector(x.row(r), w, y.row(r), x.cols, eps); });
     }
 }
 
 /// Every head of every row normalised in place with the one weight vector
 /// w [head_dim] that all heads share (the authors' QK-norm).
 inline void rmsnorm_heads(const HeadRows<float>& x, const float* w, float eps) {
-#pragma omp parallel for schedule(static) if (x.rows * x.heads * x.head_dim > 65536)
-    for (index_t r = 0; r < x.rows; ++r)
+    parallel_for(x.rows, x.rows * x.heads * x.head_dim > 65536, [&](index_t r) {
         for (int h = 0; h < x.heads; ++h) detail::rmsnorm_vector(x.head(r, h), w, x.head(r, h), x.head_dim, eps);
+    });
 }
 
 }  // namespace cpx::cpu

@@ -7,6 +7,7 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 
 namespace cpx::cpu {
 
@@ -15,12 +16,11 @@ namespace cpx::cpu {
 inline void swiglu_inplace(const StridedMatrix<float>& h, index_t width) {
     require<ShapeError>(h.cols == 2 * width, "swiglu: rows of ", h.cols, " values are not [gate | up] of width ",
                         width);
-#pragma omp parallel for schedule(static) if (h.rows * width > 65536)
-    for (index_t r = 0; r < h.rows; ++r) {
+    parallel_for(h.rows, h.rows * width > 65536, [&](index_t r) {
         Eigen::Map<Eigen::ArrayXf> gate(h.row(r), width);
         const Eigen::Map<const Eigen::ArrayXf> up(h.row(r) + width, width);
         gate = gate * up / (1.0f + (-gate).exp());
-    }
+    });
 }
 
 }  // namespace cpx::cpu

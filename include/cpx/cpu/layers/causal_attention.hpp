@@ -253,10 +253,9 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     if (compute != Compute::fp32) {
         const std::size_t heads = problems.size() * static_cast<std::size_t>(kv_heads);
         ws.ensure_packed(heads, max_threads());
-#pragma omp parallel for schedule(dynamic, 1) if (heads > 1)
-        for (std::size_t i = 0; i < heads; ++i) {
+        parallel_for(heads, heads > 1, [&](std::size_t i) {
             const AttentionProblem<KV>& p = problems[i / static_cast<std::size_t>(kv_heads)];
-            if (!packs(p)) continue;
+            if (!packs(p)) return;
             const int kh = static_cast<int>(i % static_cast<std::size_t>(kv_heads));
             const index_t n = p.offset + p.q.rows;
             const StridedMatrix<const KV> keys{p.k.head(0, kh), n, dq, p.k.row_stride};
@@ -269,7 +268,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 pk.k32.assign(keys, WeightOrientation::out_in);
                 pk.v32.assign(values, WeightOrientation::in_out);
             }
-        }
+        }, Schedule::one_by_one);
     }
 
     // Items of problem i are [item_begin[i], item_begin[i+1]); within a problem
@@ -281,8 +280,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     const Bf16Level level = compute == Compute::bf16 ? best_bf16_level() : Bf16Level::none;
     [[maybe_unused]] const bool rounded_inputs = level == Bf16Level::avx512_bf16 || level == Bf16Level::amx;
 
-#pragma omp parallel for schedule(dynamic, 1) if (total_items > 1 && work > 1e5)
-    for (index_t item = 0; item < total_items; ++item) {
+    parallel_for(total_items, total_items > 1 && work > 1e5, [&](index_t item, int slot) {
         std::size_t pi = 0;
         index_t local = item;
         while (local >= blocks_of(problems[pi]) * kv_heads) local -= blocks_of(problems[pi++]) * kv_heads;
@@ -299,7 +297,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
 
         const auto l = AttentionWorkspace::layout(m, dq, dv, n);
         const index_t ss = static_cast<index_t>(l.score_stride);
-        float* qg = ws.thread_buffer(thread_index());
+        float* qg = ws.thread_buffer(slot);
         float* s = qg + l.scores;
         float* o = qg + l.outputs;
         float* kc = qg + l.k_wide;
@@ -363,7 +361,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 normalise();
                 avx512::decode_values(s, ss, m, v.head(0, kh), v.row_stride, n, dv, o, dv);
                 emit();
-                continue;
+                return;
             }
         }
 #endif
@@ -378,7 +376,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 normalise();
                 avx2::decode_values(s, ss, m, v.head(0, kh), v.row_stride, n, dv, o, dv);
                 emit();
-                continue;
+                return;
             }
         }
 #endif
@@ -388,7 +386,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
             const StridedMatrix<const float> queries{qg, m, dq, dq};
             const StridedMatrix<float> scores{s, m, n, ss}, outputs{o, m, dv, dv};
             if (compute == Compute::bf16) {
-                Bf16Scratch& x = ws.bf16_scratch(thread_index());
+                Bf16Scratch& x = ws.bf16_scratch(slot);
                 gemm_bf16(queries, pk.k16.view().prefix(n, dq), scores, false, x, level, 1);
 #if defined(CPX_HAVE_SOFTMAX_AVX512) && defined(CPX_HAVE_GEMM_BF16_AVX512)
                 // Where the kernel takes bf16 inputs, the softmax writes its exponentials rounded
@@ -408,7 +406,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                     std::fill(pa + m * ld, pa + padded * ld, std::uint16_t{0});
                     gemm_bf16_rounded(pa, ld, m, pk.v16.view().prefix(dv, n), outputs, false, level, 1);
                     emit();
-                    continue;
+                    return;
                 }
 #endif
                 normalise();
@@ -419,7 +417,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                 gemm_f32_packed(StridedMatrix<const float>(scores), pk.v32.view().prefix(dv, n), outputs, false, 1);
             }
             emit();
-            continue;
+            return;
         }
         Eigen::Map<detail::RowMajorF> qm(qg, m, dq), om(o, m, dv);
         Eigen::Map<detail::RowMajorF, Eigen::Aligned64, Eigen::OuterStride<>> sm(s, m, n, Eigen::OuterStride<>(ss));
@@ -447,7 +445,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
         else
             om.noalias() = sm * values;
         emit();
-    }
+    }, Schedule::one_by_one);
 }
 
 /// The causal attention core (see the file comment). q: [T] rows of

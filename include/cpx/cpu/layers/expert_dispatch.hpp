@@ -17,6 +17,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/kernels/linear.hpp"
 #include "cpx/cpu/kernels/swiglu.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/workspace.hpp"
 
 namespace cpx::cpu {
@@ -141,9 +142,9 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
     const StridedMatrix<float> gathered = block_in(gathered_, pairs, d);
     const StridedMatrix<float> h = block_in(hidden_, pairs, 2 * width);
     const StridedMatrix<float> y = block_in(outputs_, pairs, d);
-#pragma omp parallel for schedule(static) if (pairs * d > 65536)
-    for (index_t i = 0; i < pairs; ++i)
+    parallel_for(pairs, pairs * d > 65536, [&](index_t i) {
         std::copy_n(x.row(order_[static_cast<std::size_t>(i)] / routes), d, gathered.row(i));
+    });
     auto run_expert = [&](int e, LinearScratch& scratch) {
         const index_t begin = starts_[e], rows = starts_[e + 1] - begin;
         const StridedMatrix<float> he = h.rows_range(begin, rows);
@@ -160,9 +161,9 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
     const int busy = static_cast<int>(busy_.size()), jobs = busy + (beside ? 1 : 0);
     if (threads > 1 && pairs <= gemv_max_rows && jobs >= threads) {
         // Decode-sized work on several experts (the work beside them counting as one): one
-        // expert per thread at a time, each product on one thread (its own parallel region is
-        // inactive under OpenMP's default of one active level; with nesting enabled it forks
-        // again, on this thread's own scratch), instead of a parallel region per product.
+        // expert per thread at a time, each product on one thread (inside a parallel region
+        // parallel_for and parallel_team run on their caller), instead of a parallel region
+        // per product.
         // 187M's one-row step on two threads, the routed and the shared expert side by side
         // (Zen 5, eight alternations; medians of the cases run at 78-88 GB/s read): bf16
         // weights 4.0 -> 3.87 ms, compute:bf16 3.76 -> 3.64; level within the noise at ~50 GB/s.
@@ -171,11 +172,11 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
         for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
         const int first = beside ? 1 : 0;  // the work beside the experts starts first
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-        for (int i = 0; i < jobs; ++i) {
+        const auto job = [&](int i, int slot) {
             if (i < first) beside.run(beside.context);
-            else run_expert(busy_[static_cast<std::size_t>(i - first)], thread_scratch_[static_cast<std::size_t>(thread_index())]);
-        }
+            else run_expert(busy_[static_cast<std::size_t>(i - first)], thread_scratch_[static_cast<std::size_t>(slot)]);
+        };
+        parallel_for(jobs, true, job, Schedule::one_by_one);
         for (const LinearScratch& s : thread_scratch_) scratch_.reserve_like(s);
         for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
     } else {
@@ -184,8 +185,7 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
     }
     // Per destination row, its routes in route order: no write conflicts
     // and a fixed summation order, whatever the thread count.
-#pragma omp parallel for schedule(static) if (pairs * d > 65536)
-    for (index_t r = 0; r < n; ++r) {
+    parallel_for(n, pairs * d > 65536, [&](index_t r) {
         float* dst = residual.row(r);
         for (int j = 0; j < routes; ++j) {
             const std::size_t p = static_cast<std::size_t>(r * routes + j);
@@ -195,7 +195,7 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
             else
                 for (index_t c = 0; c < d; ++c) dst[c] += scale[p] * src[c];
         }
-    }
+    });
 }
 
 }  // namespace cpx::cpu

@@ -9,6 +9,7 @@
 #include "cpx/cpu/runtime/eigen_view.hpp"
 #include "cpx/cpu/kernels/gelu.hpp"
 #include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/math/gelu.hpp"
 
 namespace cpx::cpu {
@@ -54,17 +55,17 @@ void gelu_mlp(Matrix<const float> x, const GeluMlpWeights<W>& w, Matrix<float> h
     // expressions on one thread), vectorised (cpu/kernels/gelu.hpp): one scalar erf per
     // value was this layer's largest cost after its GEMMs.
     const float* b_fc = w.c_fc_bias.empty() ? nullptr : w.c_fc_bias.data();
-#pragma omp parallel for schedule(static) if (rows * width > 65536)
-    for (index_t r = 0; r < rows; ++r) gelu_erf_inplace(h_view.data() + r * width, b_fc, width);
+    parallel_for(rows, rows * width > 65536, [&](index_t r) {
+        gelu_erf_inplace(h_view.data() + r * width, b_fc, width);
+    });
 
     linear<W>(rows_of(Matrix<const float>(h_view)), w.c_proj_weight, rows_of(out), mode, scratch, w.c_proj_packed);
     if (!w.c_proj_bias.empty()) {
         const float* b = w.c_proj_bias.data();
-#pragma omp parallel for schedule(static) if (rows * d > 65536)
-        for (index_t r = 0; r < rows; ++r) {
+        parallel_for(rows, rows * d > 65536, [&](index_t r) {
             float* o = out.data() + r * d;
             for (index_t j = 0; j < d; ++j) o[j] += b[j];
-        }
+        });
     }
 }
 

@@ -9,6 +9,7 @@
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/layernorm_avx512.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
 #include "cpx/math/norm.hpp"
 
@@ -30,15 +31,14 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
     if constexpr (std::is_same_v<In, float> && std::is_same_v<W, float> && std::is_same_v<Out, float>) {
         if (vector_isa() == VectorIsa::avx512) {
             const float* b = has_bias ? bias.data() : nullptr;
-#pragma omp parallel for schedule(static) if (rows * n > 65536)
-            for (index_t r = 0; r < rows; ++r)
+            parallel_for(rows, rows * n > 65536, [&](index_t r) {
                 avx512::layernorm_row(x.data() + r * n, weight.data(), b, y.data() + r * n, n, eps);
+            });
             return;
         }
     }
 #endif
-#pragma omp parallel for schedule(static) if (rows * n > 65536)
-    for (index_t r = 0; r < rows; ++r) {
+    parallel_for(rows, rows * n > 65536, [&](index_t r) {
         const In* xr = x.data() + r * n;
         // Two passes (mean, then centred squares) keep the variance accurate for
         // rows with a large mean, as the reference's fp32 layer_norm does. The
@@ -69,7 +69,7 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
 #pragma omp simd
             for (index_t i = 0; i < n; ++i) yr[i] = from_float<Out>((to_float(xr[i]) - mean) * inv * to_float(w[i]));
         }
-    }
+    });
 }
 
 }  // namespace cpx::cpu

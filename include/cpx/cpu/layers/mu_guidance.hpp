@@ -8,6 +8,7 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/kernels/linear.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/math/mu.hpp"
 
 namespace cpx::cpu {
@@ -27,12 +28,11 @@ void next_mu(const MuGuidanceWeights<W>& w, const StridedMatrix<const float, C::
     static_assert(C::use_mu, "mu guidance is off in this configuration");
     require<ShapeError>(next.rows == h2.rows, "mu guidance: ", next.rows, " output rows for ", h2.rows, " inputs");
     linear<W>(h2, w.mu_proj, next, Write::overwrite, scratch, w.mu_proj_packed);
-#pragma omp parallel for schedule(static) if (next.rows * C::hidden > 65536)
-    for (index_t r = 0; r < next.rows; ++r) {
+    parallel_for(next.rows, next.rows * C::hidden > 65536, [&](index_t r) {
         float* m = next.row(r);
         for (int i = 0; i < C::hidden; ++i)
             m[i] = mu_next_layer(w.mu[i], m[i], C::mu_param_min, C::mu_param_max, C::mu_clamp);
-    }
+    });
 }
 
 }  // namespace cpx::cpu

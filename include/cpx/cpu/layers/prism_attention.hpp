@@ -26,6 +26,7 @@
 #include "cpx/cpu/kernels/linear.hpp"
 #include "cpx/cpu/layers/rope.hpp"
 #include "cpx/cpu/layers/sequence_rows.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/workspace.hpp"
 
@@ -96,8 +97,9 @@ public:
         linear<W>(input, w.u, h, Write::overwrite, scratch_, w.u_packed);
         // The row loops of this layer (copy, scale, cache store) stream [n, 2HD]
         // blocks: on one thread they would cap the layer's multi-thread speed-up.
-#pragma omp parallel for schedule(static) if (n * width > 65536)
-        for (index_t r = 0; r < n; ++r) std::copy_n(h.row(r), width, rotated.row(r));
+        parallel_for(n, n * width > 65536, [&](index_t r) {
+            std::copy_n(h.row(r), width, rotated.row(r));
+        });
         const auto all_rot = packed_heads(rotated.data, n, 2 * H, D);
         const auto all_h = packed_heads(h.data, n, 2 * H, D);
         const auto all_y = packed_heads(grow(y_, static_cast<std::size_t>(outs * width)), outs, 2 * H, D);
@@ -142,12 +144,11 @@ public:
         // out = (concat(y_s, -lambda y_n) U) / sqrt(2HR), the scales folded into y.
         const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
         const float noise_scale = -w.lambda * scale;
-#pragma omp parallel for schedule(static) if (outs * width > 65536)
-        for (index_t r = 0; r < outs; ++r) {
+        parallel_for(outs, outs * width > 65536, [&](index_t r) {
             float* row = y_.data() + r * width;
             for (index_t i = 0; i < H * D; ++i) row[i] *= scale;
             for (index_t i = H * D; i < width; ++i) row[i] *= noise_scale;
-        }
+        });
         matmul<W>(rows_of<width, const float>(y_.data(), outs), w.u, out, mode, scratch_, w.u_t_packed);
     }
 
@@ -199,13 +200,13 @@ private:
     }
 
     static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
-#pragma omp parallel for schedule(static) if (src.rows * src.heads * src.head_dim > 65536)
-        for (index_t r = 0; r < src.rows; ++r)
+        parallel_for(src.rows, src.rows * src.heads * src.head_dim > 65536, [&](index_t r) {
             for (int hd = 0; hd < src.heads; ++hd) {
                 const float* s = src.head(r, hd);
                 KV* d = dst.head(first_position + r, hd);
                 for (int i = 0; i < src.head_dim; ++i) d[i] = from_float<KV>(s[i]);
             }
+        });
     }
 
     RopeTable signal_, noise_;

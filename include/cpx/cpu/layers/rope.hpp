@@ -10,6 +10,7 @@
 
 #include "cpx/config/rope.hpp"
 #include "cpx/core/error.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/math/rope.hpp"
 
@@ -83,9 +84,9 @@ inline void apply_rope(const RopeTable& table, const HeadRows<float>& x, index_t
     if (x.rows == 0) return;
     require<InputError>(first_position >= 0 && first_position + x.rows <= table.positions(), "RoPE: positions [",
                         first_position, ", ", first_position + x.rows, ") exceed the table's ", table.positions());
-#pragma omp parallel for schedule(static) if (x.rows * x.heads * x.head_dim > 32768)
-    for (index_t r = 0; r < x.rows; ++r)
+    parallel_for(x.rows, x.rows * x.heads * x.head_dim > 32768, [&](index_t r) {
         detail::rope_row_heads(table, x.data + r * x.row_stride, x.heads, x.head_stride, first_position + r);
+    });
 }
 
 /// Rotates every head of row r at absolute position positions[r].
@@ -96,10 +97,10 @@ inline void apply_rope(const RopeTable& table, const HeadRows<float>& x, std::sp
     for (index_t p : positions)
         require<InputError>(p >= 0 && p < table.positions(), "RoPE: position ", p, " outside the table's [0, ",
                             table.positions(), ")");
-#pragma omp parallel for schedule(static) if (x.rows * x.heads * x.head_dim > 32768)
-    for (index_t r = 0; r < x.rows; ++r)
+    parallel_for(x.rows, x.rows * x.heads * x.head_dim > 32768, [&](index_t r) {
         detail::rope_row_heads(table, x.data + r * x.row_stride, x.heads, x.head_stride,
                                positions[static_cast<std::size_t>(r)]);
+    });
 }
 
 }  // namespace cpx::cpu

@@ -12,6 +12,7 @@
 
 #include "cpx/cpu/layers/expert_dispatch.hpp"
 #include "cpx/cpu/layers/swiglu_mlp.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/workspace.hpp"
 
 namespace cpx::cpu {
@@ -39,12 +40,11 @@ void experts_and_shared(ExpertDispatch<W>& dispatch, const ExpertWeights<W>& exp
     using Job = decltype(run_shared);
     dispatch.forward(experts, x, routes, expert, scale, residual, counts,
                      BesideExperts{[](void* job) { (*static_cast<Job*>(job))(); }, &run_shared});
-#pragma omp parallel for schedule(static) if (x.rows * residual.cols > 65536)
-    for (index_t r = 0; r < x.rows; ++r) {
+    parallel_for(x.rows, x.rows * residual.cols > 65536, [&](index_t r) {
         float* dst = residual.row(r);
         const float* src = out.row(r);
         for (index_t c = 0; c < residual.cols; ++c) dst[c] += src[c];
-    }
+    });
 }
 
 }  // namespace cpx::cpu

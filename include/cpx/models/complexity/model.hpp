@@ -38,6 +38,7 @@
 #include "cpx/cpu/layers/mu_gqa_attention.hpp"
 #include "cpx/cpu/layers/prism_attention.hpp"
 #include "cpx/cpu/kernels/row_norms.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/workspace.hpp"
 #include "cpx/models/complexity/cpu_views.hpp"
 #include "cpx/models/complexity/packs.hpp"
@@ -232,12 +233,11 @@ private:
 
     void embed(const Rows<C::hidden>& h) const {
         const W* table = weights_.embed_tokens.data();
-#pragma omp parallel for schedule(static) if (h.rows * C::hidden > 65536)
-        for (index_t r = 0; r < h.rows; ++r) {
+        cpu::parallel_for(h.rows, h.rows * C::hidden > 65536, [&](index_t r) {
             const W* e = table + tokens_[static_cast<std::size_t>(r)] * C::hidden;
             float* dst = h.row(r);
             for (int i = 0; i < C::hidden; ++i) dst[i] = to_float(e[i]);
-        }
+        });
     }
 
     /// The final norm and the tied head on the rows that get logits.
