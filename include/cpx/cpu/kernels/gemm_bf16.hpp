@@ -116,7 +116,8 @@ inline int tile_rows_of(bool amx) {
 /// values apart, m rows up to whole tiles (the rows past m zero).
 template <class AmxIsa>
 void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
-           const StridedMatrix<float>& y, bool accumulate, [[maybe_unused]] bool amx) {
+           const StridedMatrix<float>& y, bool accumulate, [[maybe_unused]] bool amx,
+           panel_gemm::PanelClaims& claims) {
     namespace k = avx512_bf16;
     const index_t n = b.outputs(), pairs = b.groups(), panels = b.panels();
     const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
@@ -124,7 +125,7 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
     if (amx) {
         static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
         AmxIsa::configure(config);
-        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, cpx::cpu::amx::tile_rows,
+        panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, cpx::cpu::amx::tile_rows, claims,
                                  [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
                                      const panel_gemm::Lookahead&) {
                                      cpx::cpu::amx::tile_rows_n<AmxIsa>(
@@ -136,7 +137,7 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
         return;
     }
 #endif
-    panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows,
+    panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows, claims,
                              [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
                                  const panel_gemm::Lookahead& next) {
                                  k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
@@ -158,6 +159,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
     const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
     std::uint16_t* a = scratch.rows(rows, lda);
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
+    panel_gemm::PanelClaims claims(b.panels(), threads);
     parallel_team(threads, [&](int t, int team) {
         for_share(rows, t, team, [&](index_t r) {
             if (r >= m) {
@@ -168,7 +170,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
             if (x.cols % 2) a[r * lda + x.cols] = 0;  // the pad input meets B's zero row: keep it finite
         });
         team_barrier(team);
-        tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx);
+        tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx, claims);
     });
 }
 
@@ -178,7 +180,8 @@ void product_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanel
                      const StridedMatrix<float>& y, bool accumulate, bool amx, int max_team) {
     const int threads =
         std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), 2 * b.groups()));
-    parallel_team(threads, [&](int t, int team) { tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx); });
+    panel_gemm::PanelClaims claims(b.panels(), threads);
+    parallel_team(threads, [&](int t, int team) { tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx, claims); });
 }
 }  // namespace gemm_bf16_detail
 #endif
