@@ -12,7 +12,6 @@
 #endif
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -30,7 +29,7 @@ struct Call {
 };
 
 std::vector<Call> calls_of(int t, int team, index_t m, index_t panels, index_t depth, index_t block_depth, int tile_rows,
-                           pg::PanelClaims& claims) {
+                           cpu::RangeClaims& claims) {
     std::vector<Call> calls;
     pg::thread_share(t, team, m, panels, depth, block_depth, tile_rows, claims,
                      [&](index_t r, int rows, index_t p, index_t g, index_t gn, bool first, const pg::Lookahead& next) {
@@ -53,7 +52,7 @@ TEST_CASE("panel schedule: every tile of every input block once; each tile fetch
                     CAPTURE(panels);
                     CAPTURE(depth);
                     std::map<std::tuple<index_t, index_t, index_t>, int> seen;  // (row, panel, group) -> count
-                    pg::PanelClaims claims(panels, team);  // one-tile products: the threads here run in turn
+                    cpu::RangeClaims claims(panels, team);  // one-tile products: the threads here run in turn
                     for (int t = 0; t < team; ++t) {
                         const auto calls = calls_of(t, team, m, panels, depth, block_depth, tile_rows, claims);
                         index_t lo = m, hi = 0;
@@ -99,40 +98,6 @@ TEST_CASE("panel schedule: every tile of every input block once; each tile fetch
                     CHECK(seen.size() == static_cast<std::size_t>(m * panels * blocks));
                     CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second == 1; }));
                 }
-}
-
-TEST_CASE("panel claims: each thread takes its own range in order, then the others' from their ends") {
-    pg::PanelClaims claims(10, 3);  // ranges [0, 4), [4, 7), [7, 10)
-    CHECK(claims.serves(3));
-    CHECK_FALSE(claims.serves(2));
-    CHECK(claims.next(1) == 4);
-    CHECK(claims.next(1) == 5);
-    CHECK(claims.next(1) == 6);
-    CHECK(claims.next(1) == 9);  // its own range done: the last of thread 2's
-    CHECK(claims.next(2) == 7);
-    CHECK(claims.next(1) == 8);
-    CHECK(claims.next(2) == 3);  // thread 2's range is gone too: thread 0's last
-    for (index_t p : {0, 1, 2}) CHECK(claims.next(0) == p);
-    for (int t : {0, 1, 2}) CHECK(claims.next(t) == -1);
-    CHECK_FALSE(pg::PanelClaims(10, pg::PanelClaims::max_team + 1).serves(pg::PanelClaims::max_team + 1));
-}
-
-TEST_CASE("panel claims: threads racing for panels get each exactly once") {
-    constexpr index_t panels = 5000;
-    for (int team : {2, 3, 4}) {
-        CAPTURE(team);
-        std::vector<std::atomic<int>> taken(panels);
-        pg::PanelClaims claims(panels, team);
-        std::atomic<int> got{0};
-#pragma omp parallel num_threads(team)
-        {
-            got = cpu::team_size();
-            if (cpu::team_size() == team)
-                for (index_t p; (p = claims.next(cpu::thread_index())) >= 0;) taken[static_cast<std::size_t>(p)].fetch_add(1);
-        }
-        if (got != team) continue;  // a build without OpenMP: nothing raced
-        CHECK(std::all_of(taken.begin(), taken.end(), [](const std::atomic<int>& c) { return c.load() == 1; }));
-    }
 }
 
 #ifdef CPX_TEST_PREFETCHER

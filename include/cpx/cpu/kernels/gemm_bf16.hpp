@@ -117,7 +117,7 @@ inline int tile_rows_of(bool amx) {
 template <class AmxIsa>
 void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
            const StridedMatrix<float>& y, bool accumulate, [[maybe_unused]] bool amx,
-           panel_gemm::PanelClaims& claims) {
+           RangeClaims& claims) {
     namespace k = avx512_bf16;
     const index_t n = b.outputs(), pairs = b.groups(), panels = b.panels();
     const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
@@ -159,7 +159,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
     const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
     std::uint16_t* a = scratch.rows(rows, lda);
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
-    panel_gemm::PanelClaims claims(b.panels(), threads);
+    RangeClaims claims(b.panels(), threads);
     parallel_team(threads, [&](int t, int team) {
         for_share(rows, t, team, [&](index_t r) {
             if (r >= m) {
@@ -180,7 +180,7 @@ void product_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanel
                      const StridedMatrix<float>& y, bool accumulate, bool amx, int max_team) {
     const int threads =
         std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), 2 * b.groups()));
-    panel_gemm::PanelClaims claims(b.panels(), threads);
+    RangeClaims claims(b.panels(), threads);
     parallel_team(threads, [&](int t, int team) { tiles<AmxIsa>(t, team, a, lda, m, b, y, accumulate, amx, claims); });
 }
 }  // namespace gemm_bf16_detail

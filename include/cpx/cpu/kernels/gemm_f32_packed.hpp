@@ -84,7 +84,7 @@ void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const Strid
     static_assert(Kernel::tile_rows == avx512_f32::tile_rows, "panel_gemm's row blocks assume one tile height");
     constexpr index_t group = PackedPanelsView<T>::group;
     const index_t m = x.rows, n = b.outputs(), inputs = b.inputs(), depth = b.groups(), panels = b.panels();
-    panel_gemm::PanelClaims claims(panels, threads);
+    RangeClaims claims(panels, threads);
     parallel_team(threads, [&](int t, int team) {
         panel_gemm::thread_share(
             t, team, m, panels, depth, block_depth / group, Kernel::tile_rows, claims,

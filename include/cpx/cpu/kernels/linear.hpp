@@ -317,11 +317,14 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     for (index_t r = 0; r < m; ++r) avx2::split_row_by_parity(x.row(r), in, split + r * in);
                     xs = StridedMatrix<const float>{split, m, in, in};
                 }
-                parallel_for(panels, m * out * in > 32768, [&](index_t p) {
-                    const index_t o0 = p * pw, o1 = std::min(out, o0 + pw);
-                    if (m == 1) avx2::gemv_row_nt(xs.row(0), w, y.row(0), o0, o1, mode == Write::accumulate);
-                    else avx2::gemv_rows_nt(xs, w, y, o0, o1, mode == Write::accumulate);
-                });
+                parallel_for(
+                    panels, m * out * in > 32768,
+                    [&](index_t p) {
+                        const index_t o0 = p * pw, o1 = std::min(out, o0 + pw);
+                        if (m == 1) avx2::gemv_row_nt(xs.row(0), w, y.row(0), o0, o1, mode == Write::accumulate);
+                        else avx2::gemv_rows_nt(xs, w, y, o0, o1, mode == Write::accumulate);
+                    },
+                    Schedule::ranges_then_rest);
                 return;
             }
         }
@@ -355,9 +358,13 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     avx512::split_row_by_parity(xs, in, lanes);
                     xs = lanes;
                 }
-                parallel_for(panels, out * in > 32768, [&](index_t p) {
-                    avx512::gemv_row_nt<W>(xs, w, y.row(0), p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
-                });
+                parallel_for(
+                    panels, out * in > 32768,
+                    [&](index_t p) {
+                        avx512::gemv_row_nt<W>(xs, w, y.row(0), p * pw, std::min(out, (p + 1) * pw),
+                                               mode == Write::accumulate);
+                    },
+                    Schedule::ranges_then_rest);
                 return;
             }
         }
@@ -372,7 +379,7 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
             }
 #endif
             detail::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode);
-        });
+        }, Schedule::ranges_then_rest);
         return;
     }
     if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);

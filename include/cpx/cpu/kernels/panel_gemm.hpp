@@ -13,8 +13,6 @@
 // share of B).
 
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
 #include <limits>
 
 #include "cpx/core/tensor_view.hpp"
@@ -52,59 +50,6 @@ struct Lookahead {
     index_t share_begin = 0, share_end = 0, shares = 1;
 };
 
-/// Who computes which panel of a one-tile product (decode): each thread starts on its own
-/// contiguous range and, once done, takes panels from the end of another's. Made before the
-/// parallel region, for the team it starts.
-///
-/// A one-row product is a stream of its weight, and two threads' streams do not run at one
-/// speed: with fixed halves the first to finish waited 8-18% of the product (measured per call
-/// on Zen 5). Panels dealt one at a time balanced them but cut each thread's stream into pieces
-/// and ran 6-20% slower; taking the other's last panels keeps both streams whole until the
-/// end. Two threads on [768 -> 2048] bf16 packs, in minutes reading ~80 GB/s: 104k -> 91-96k
-/// cycles per call, the wait 13-14k -> 4-5k.
-class PanelClaims {
-public:
-    static constexpr int max_team = 32;
-
-    PanelClaims(index_t panels, int team) : team_(team) {
-        if (team_ > max_team) return;
-        for (int t = 0; t < team_; ++t) {
-            index_t b, e;
-            split(panels, team_, t, 1, b, e);
-            ranges_[t].value.store(pack(b, e), std::memory_order_relaxed);
-        }
-    }
-    /// Whether `team` threads can claim from these ranges.
-    bool serves(int team) const { return team == team_ && team_ <= max_team; }
-    /// Thread t's next panel: its own range's first, else the last of another's; -1 when none is left.
-    index_t next(int t) {
-        if (index_t p = take(t, false); p >= 0) return p;
-        for (int i = 1; i < team_; ++i)
-            if (index_t p = take((t + i) % team_, true); p >= 0) return p;
-        return -1;
-    }
-
-private:
-    static std::uint64_t pack(index_t b, index_t e) {
-        return static_cast<std::uint64_t>(b) | static_cast<std::uint64_t>(e) << 32;
-    }
-    index_t take(int owner, bool from_end) {
-        auto& v = ranges_[owner].value;
-        std::uint64_t cur = v.load(std::memory_order_relaxed);
-        for (;;) {
-            const index_t b = static_cast<index_t>(cur & 0xffffffffu), e = static_cast<index_t>(cur >> 32);
-            if (b >= e) return -1;
-            const std::uint64_t want = from_end ? pack(b, e - 1) : pack(b + 1, e);
-            if (v.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return from_end ? e - 1 : b;
-        }
-    }
-    struct alignas(64) Range {
-        std::atomic<std::uint64_t> value{0};
-    };
-    int team_;
-    Range ranges_[max_team];
-};
-
 /// Thread `t` of `team`'s share of an [m rows x panels] output over `depth` input groups (a
 /// product of one tile of rows on several threads: the panels `claims` gives it, each over all
 /// its blocks, without lookahead):
@@ -126,7 +71,7 @@ private:
 /// memory in its first pass only, so it fetches the next block over all of them as well.
 template <class Tile>
 void thread_share(int t, int team, index_t m, index_t panels, index_t depth, index_t block_depth, int tile_rows,
-                  PanelClaims& claims, Tile&& tile,
+                  RangeClaims& claims, Tile&& tile,
                   index_t single_tile_ahead = std::numeric_limits<index_t>::max()) {
     if (team > 1 && m <= tile_rows && m < single_tile_ahead && claims.serves(team)) {
         for (index_t p; (p = claims.next(t)) >= 0;)
