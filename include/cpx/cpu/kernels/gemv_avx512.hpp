@@ -221,8 +221,11 @@ CPX_TARGET_AVX512 inline void split_row_by_parity(const float* x, index_t in, fl
 /// How far ahead along its stream the one-row bf16 loop fetches (the panel's rows are
 /// consecutive): 187M batch-1 decode on bf16 weights with fp32 arithmetic (512 cached tokens,
 /// Zen 5, alternated binaries) one thread 7.1-7.6 -> 6.7-6.9 ms, two threads level in minutes
-/// at ~50 GB/s and 4.2-5.4 -> 3.8-5.3 ms in faster ones; 1 KiB ahead level, 8 KiB as 4.
-inline constexpr index_t row_nt_ahead = 4096;
+/// at ~50 GB/s and 4.2-5.4 -> 3.8-5.3 ms in faster ones; 1 KiB ahead level, 8 KiB as 4. With
+/// two lines per step (below) 8 KiB: one core over weights on huge pages, both loops in one
+/// process, Zen 5: rows of 768 inputs 31-32 -> 34-36 GB/s, of 512 31-39 -> 39-43 GB/s; 2 KiB and
+/// 4 KiB ahead gained nothing there, 12-16 KiB as 8.
+inline constexpr index_t row_nt_ahead = 8192;
 
 /// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row against
 /// weights in nn.Linear layout; for bf16 weights xs is the row as
@@ -231,14 +234,14 @@ inline constexpr index_t row_nt_ahead = 4096;
 /// fp32: four accumulators over 64 inputs (four lines) per step, lines 4 KiB
 /// ahead in the stream prefetched into L2 (Zen 4; the file's header has the
 /// figures; into L1, four rows ahead, had left one core behind Eigen's GEMV on
-/// Zen 5). bf16: one line (32 inputs, an even and an odd vector) per step. On
-/// Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
+/// Zen 5). bf16: two lines (64 inputs, four accumulators) per step, each line fetching the one
+/// row_nt_ahead bytes further (Zen 5, above; not rechecked on Zen 4). Before, one line per step:
+/// on Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
 /// prefetch, where it reads 30-34, against 22-25 with the former two lines per
 /// step and the row four ahead prefetched into L1 (26-28 with that loop and no
 /// prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or into L1 2-4
 /// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
-/// alternated in one process. Each line now fetches the one row_nt_ahead bytes
-/// further along the stream into L1 (above: faster on Zen 5).
+/// alternated in one process.
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
                                    bool accumulate) {
@@ -261,6 +264,16 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
             }
             for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
         } else {
+            for (const index_t pairs = in / (2 * line) * (2 * line); i < pairs; i += 2 * line) {
+                const char* ahead = reinterpret_cast<const char*>(r + i) + row_nt_ahead;
+                _mm_prefetch(ahead, _MM_HINT_T0);
+                _mm_prefetch(ahead + 64, _MM_HINT_T0);
+                const __m512i w0 = _mm512_loadu_si512(&r[i].bits), w1 = _mm512_loadu_si512(&r[i + line].bits);
+                a[0] = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a[0]);
+                a[1] = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a[1]);
+                a[2] = _mm512_fmadd_ps(bf16_low_halves(w1), _mm512_loadu_ps(xs + i + 32), a[2]);
+                a[3] = _mm512_fmadd_ps(bf16_high_halves(w1), _mm512_loadu_ps(xs + i + 48), a[3]);
+            }
             for (; i < body; i += line) {
                 _mm_prefetch(reinterpret_cast<const char*>(r + i) + row_nt_ahead, _MM_HINT_T0);
                 const __m512i words = _mm512_loadu_si512(&r[i].bits);
