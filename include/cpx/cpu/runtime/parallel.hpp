@@ -121,7 +121,7 @@ private:
 /// taking (i, slot) also gets the index of the thread running it, 0 in the plain loop (for
 /// per-thread scratch).
 template <class Index, class Body>
-void parallel_for(Index n, bool worth, Body&& body, Schedule schedule = Schedule::equal_ranges) {
+void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule schedule = Schedule::equal_ranges) {
     const auto call = [&body](Index i, int slot) {
         if constexpr (std::is_invocable_v<Body&, Index, int>) body(i, slot);
         else body(i);
@@ -166,6 +166,8 @@ void parallel_team(int threads, Body&& body) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
     body(thread_index(), team_size());
+#else
+    body(0, 1);
 #endif
 }
 
