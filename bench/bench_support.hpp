@@ -375,8 +375,8 @@ inline int bench_main(int argc, char** argv, void (*register_all)()) {
     benchmark::AddCustomContext("cpx_cpu_levels", cpx::cpu::cpu_features().summary());
 #ifdef CPX_BENCH_FLAGS
     benchmark::AddCustomContext("cpx_flags", CPX_BENCH_FLAGS);
-    benchmark::AddCustomContext("cpx_warmup", "first call of each layer case untimed");
 #endif
+    benchmark::AddCustomContext("cpx_warmup", "first call of each layer case untimed");
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

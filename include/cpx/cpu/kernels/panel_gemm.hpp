@@ -35,11 +35,9 @@ inline int threads_for(index_t m, index_t n, index_t k) {
 
 /// Splits `count` items into `parts` near-equal ranges, each a multiple of `unit` but the last.
 inline void split(index_t count, int parts, int part, index_t unit, index_t& begin, index_t& end) {
-    const index_t units = (count + unit - 1) / unit;
-    const index_t per = units / parts, extra = units % parts;
-    const index_t b = part * per + std::min<index_t>(part, extra);
-    begin = std::min(count, b * unit);
-    end = std::min(count, (b + per + (part < extra ? 1 : 0)) * unit);
+    const Share units = equal_share((count + unit - 1) / unit, parts, part);
+    begin = std::min(count, units.begin * unit);
+    end = std::min(count, units.end * unit);
 }
 
 /// The part of the next block a tile brings toward L2 while it computes: groups

@@ -61,6 +61,17 @@ enum class Schedule : std::uint8_t {
     ranges_then_rest, ///< one contiguous range per thread, then the ends of the others' (streams)
 };
 
+/// Part `part` of `parts` contiguous ranges of [0, n) whose sizes differ by at most one, the
+/// longer first: schedule(static)'s split.
+struct Share {
+    std::int64_t begin, end;
+};
+inline Share equal_share(std::int64_t n, int parts, int part) {
+    const std::int64_t per = n / parts, extra = n % parts;
+    const std::int64_t begin = part * per + std::min<std::int64_t>(part, extra);
+    return {begin, begin + per + (part < extra ? 1 : 0)};
+}
+
 /// Who takes which index of [0, n) (Schedule::ranges_then_rest): each thread starts on its own
 /// contiguous range, schedule(static)'s, and once done takes indices from the end of another's.
 /// Made before the parallel region, for the team it starts.
@@ -79,9 +90,8 @@ public:
     RangeClaims(std::int64_t n, int team) : n_(n), team_(team) {
         if (team_ > max_team || n_ >= max_count) return;
         for (int t = 0; t < team_; ++t) {
-            const std::int64_t per = n / team_, extra = n % team_;
-            const std::int64_t b = t * per + std::min<std::int64_t>(t, extra), e = b + per + (t < extra ? 1 : 0);
-            ranges_[t].value.store(pack(b, e), std::memory_order_relaxed);
+            const Share own = equal_share(n, team_, t);
+            ranges_[t].value.store(pack(own.begin, own.end), std::memory_order_relaxed);
         }
     }
     /// Whether `team` threads can claim from these ranges.
@@ -174,9 +184,8 @@ void parallel_team(int threads, Body&& body) {
 /// body(i) for thread t's contiguous share of [0, n) among `team` (schedule(static)'s split).
 template <class Index, class Body>
 void for_share(Index n, int t, int team, Body&& body) {
-    const Index per = n / team, extra = n % team;
-    const Index begin = t * per + std::min<Index>(t, extra), end = begin + per + (t < extra ? 1 : 0);
-    for (Index i = begin; i < end; ++i) body(i);
+    const Share own = equal_share(static_cast<std::int64_t>(n), team, t);
+    for (auto i = static_cast<Index>(own.begin); i < static_cast<Index>(own.end); ++i) body(i);
 }
 
 /// Waits for every thread of a parallel_team body's team (nothing for a team of one).
