@@ -96,11 +96,12 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // lane thresholds and widths. The AVX2 kernels take 16 inputs per chunk (one
     // row: two chunks per step), pairs of input rows against four weight rows,
     // and cut input-major weights into 1, 2 or 4 blocks of rows (800 inputs: 2,
-    // 1061: 4), read four weight rows at a time (one input row: one at a time). Every kernel family the machine runs (AVX-512, AVX2, portable) is
-    // checked.
+    // 1061: 4), read four weight rows at a time (one input row: one at a time). 40 inputs are
+    // one 32-input line and a tail (the bf16 lane kernel widens the next line while it
+    // computes one). Every kernel family the machine runs (AVX-512, AVX2, portable) is checked.
     const auto isas = testing::vector_isas();
     for (int rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 16})
-        for (int in : {800, 1061})
+        for (int in : {40, 800, 1061})
             for (int out : {1027, 2050}) {
                 CAPTURE(rows);
                 CAPTURE(in);

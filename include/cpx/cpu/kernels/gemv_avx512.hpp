@@ -352,6 +352,18 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
     }
     V acc[R];
     for (auto& a : acc) a = Lanes<L>::zero();
+    // bf16 weights: lines widened to fp32 (below), two buffers.
+    [[maybe_unused]] alignas(64) float widened[2][R][2 * 16];
+    [[maybe_unused]] const auto widen_lines = [](const W* const* rows, index_t i, float (*dst)[2 * 16]) {
+        if constexpr (!std::is_same_v<W, float>) {
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const __m512i words = _mm512_loadu_si512(&rows[r][i].bits);
+                _mm512_store_ps(dst[r], bf16_low_halves(words));
+                _mm512_store_ps(dst[r] + 16, bf16_high_halves(words));
+            }
+        }
+    };
     // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
     constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
     const index_t body = in / step * step;
@@ -366,15 +378,13 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
             }
         } else {
             // Each line widened once into fp32, so that every weight is one FMA with its
-            // broadcast from memory, as for fp32 weights. widened[r][j]: input i + 2j (a
-            // word's low half), widened[r][16 + j]: input i + 2j + 1.
-            alignas(64) float widened[R][2 * 16];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const __m512i words = _mm512_loadu_si512(&wr[r][i].bits);
-                _mm512_store_ps(widened[r], bf16_low_halves(words));
-                _mm512_store_ps(widened[r] + 16, bf16_high_halves(words));
-            }
+            // broadcast from memory, as for fp32 weights. The next line is widened while this
+            // one computes, so that no broadcast waits on the store it reads: 16 rows of
+            // 768 and 1536 inputs in L2, one thread, 172-189 -> 187-206 GFLOP/s (Zen 5).
+            // widened[b][r][j]: input i + 2j (a word's low half), [16 + j]: input i + 2j + 1.
+            const int b = static_cast<int>((i / step) & 1);
+            if (i == 0) widen_lines(wr, 0, widened[0]);
+            if (i + step < body) widen_lines(wr, i + step, widened[b ^ 1]);
             // Keeps GCC from turning the broadcasts below into shuffles of these registers.
             asm volatile("" ::: "memory");
 #pragma GCC unroll 16
@@ -382,8 +392,8 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
                 const V x0 = Lanes<L>::load(xt + L * (i + 2 * j)), x1 = Lanes<L>::load(xt + L * (i + 2 * j + 1));
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r) {
-                    acc[r] = Lanes<L>::fma(widened[r][j], x0, acc[r]);
-                    acc[r] = Lanes<L>::fma(widened[r][16 + j], x1, acc[r]);
+                    acc[r] = Lanes<L>::fma(widened[b][r][j], x0, acc[r]);
+                    acc[r] = Lanes<L>::fma(widened[b][r][16 + j], x1, acc[r]);
                 }
             }
         }
