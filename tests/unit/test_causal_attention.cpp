@@ -365,7 +365,8 @@ TEST_CASE("a batch of sequences with different lengths and offsets equals separa
 TEST_CASE("a decode-only batch (one new row per sequence) equals separate calls, head-major and row-major caches") {
     // The shape of a batched decode step: every problem one query row read by the decode
     // kernels, caches laid out head-major (as KVCache stores them) or row-major. Eleven
-    // sequences x 2 KV heads: more items than threads, so the items are shared.
+    // sequences x 2 KV heads: more items than threads, so the items are shared (with two or
+    // more sequences per thread, a thread takes all heads of a sequence).
     const int heads = 6, kv_heads = 2, dim = 64;
     const index_t capacity = 700;
     const std::vector<index_t> offsets = {0, 5, 63, 64, 100, 257, 511, 600, 1, 333, 699};

@@ -280,7 +280,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     const Bf16Level level = compute == Compute::bf16 ? best_bf16_level() : Bf16Level::none;
     [[maybe_unused]] const bool rounded_inputs = level == Bf16Level::avx512_bf16 || level == Bf16Level::amx;
 
-    parallel_for(total_items, total_items > 1 && work > 1e5, [&](index_t item, int slot) {
+    const auto body = [&](index_t item, int slot) {
         std::size_t pi = 0;
         index_t local = item;
         while (local >= blocks_of(problems[pi]) * kv_heads) local -= blocks_of(problems[pi++]) * kv_heads;
@@ -445,7 +445,22 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
         else
             om.noalias() = sm * values;
         emit();
-    }, Schedule::one_by_one);
+    };
+    // Batched decode (one new row per sequence, at least two sequences per thread): a thread
+    // takes all KV heads of a sequence one after the other, instead of (sequence, head) items
+    // dealt one at a time. Measured, not explained: 187M, 16 sequences at 512 cached tokens,
+    // compute:bf16, two threads, both orders alternated in one binary: whole steps 12.0-12.3 ->
+    // 11.2-11.7 ms in minutes reading 80-90 GB/s, 2-4% less at ~52 GB/s (Zen 5).
+    const index_t sequence_items = total_items / kv_heads;
+    const bool decode_rows =
+        std::all_of(problems.begin(), problems.end(), [](const AttentionProblem<KV>& p) { return p.q.rows == 1; });
+    if (kv_heads > 1 && decode_rows && sequence_items >= 2 * max_threads()) {
+        parallel_for(sequence_items, work > 1e5, [&](index_t i, int slot) {
+            for (int kh = 0; kh < kv_heads; ++kh) body(i * kv_heads + kh, slot);
+        }, Schedule::one_by_one);
+    } else {
+        parallel_for(total_items, total_items > 1 && work > 1e5, body, Schedule::one_by_one);
+    }
 }
 
 /// The causal attention core (see the file comment). q: [T] rows of
