@@ -333,6 +333,18 @@ struct Lanes<8> {
     CPX_TARGET_AVX512 static void store(float* p, V v) { _mm256_store_ps(p, v); }
 };
 
+/// dst[r] = line i / 32 of bf16 row r widened to fp32: dst[r][j] input i + 2j (a word's
+/// low half), dst[r][16 + j] input i + 2j + 1.
+template <int R>
+CPX_TARGET_AVX512 inline void widen_lines(const bf16* const* rows, index_t i, float (*dst)[2 * 16]) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        const __m512i words = _mm512_loadu_si512(&rows[r][i].bits);
+        _mm512_store_ps(dst[r], bf16_low_halves(words));
+        _mm512_store_ps(dst[r] + 16, bf16_high_halves(words));
+    }
+}
+
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
 /// against every lane of xt (L lanes per input); adds or writes the rows of y.
 /// The next block's rows are prefetched at the offsets read (`o_end`: the panel's
@@ -354,16 +366,6 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
     for (auto& a : acc) a = Lanes<L>::zero();
     // bf16 weights: lines widened to fp32 (below), two buffers.
     [[maybe_unused]] alignas(64) float widened[2][R][2 * 16];
-    [[maybe_unused]] const auto widen_lines = [](const W* const* rows, index_t i, float (*dst)[2 * 16]) {
-        if constexpr (!std::is_same_v<W, float>) {
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const __m512i words = _mm512_loadu_si512(&rows[r][i].bits);
-                _mm512_store_ps(dst[r], bf16_low_halves(words));
-                _mm512_store_ps(dst[r] + 16, bf16_high_halves(words));
-            }
-        }
-    };
     // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
     constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
     const index_t body = in / step * step;
@@ -383,8 +385,8 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
             // 768 and 1536 inputs in L2, one thread, 172-189 -> 187-206 GFLOP/s (Zen 5).
             // widened[b][r][j]: input i + 2j (a word's low half), [16 + j]: input i + 2j + 1.
             const int b = static_cast<int>((i / step) & 1);
-            if (i == 0) widen_lines(wr, 0, widened[0]);
-            if (i + step < body) widen_lines(wr, i + step, widened[b ^ 1]);
+            if (i == 0) widen_lines<R>(wr, 0, widened[0]);
+            if (i + step < body) widen_lines<R>(wr, i + step, widened[b ^ 1]);
             // Keeps GCC from turning the broadcasts below into shuffles of these registers.
             asm volatile("" ::: "memory");
 #pragma GCC unroll 16
