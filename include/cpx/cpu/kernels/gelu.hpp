@@ -8,14 +8,21 @@
 //                  s = (1/|z| - 0.6964...) / 0.4464..., |z| clamped to [0.875, 4]
 // P and Q are Chebyshev fits (in double) of erf(z)/z and erfc(z) exp(z^2)
 // (the latter smooth in 1/|z|); in fp32 the result is within 2.5 ulp of erf
-// (erff: 1 ulp), far inside the GELU test's bound. NaN propagates; erf(+-inf)
-// = +-1, so GELU(+inf) = +inf and GELU(-inf) = NaN, as the scalar definition.
+// (erff: 1 ulp), far inside the GELU test's bound. GELU takes 1 + erf(z), which
+// for z <= -0.875 is exp(-z^2) Q(s) itself: forming 1 - (1 - exp(-z^2) Q) instead
+// (as 0.5 x (1 + erff(z)) does) left GELU(-5) with a 5% relative error. NaN
+// propagates; erf(+-inf) = +-1, so GELU(+inf) = +inf and GELU(-inf) = NaN, as the
+// scalar definition.
+// Where vector_isa() is AVX-512, cpu/kernels/gelu_avx512.hpp runs the same
+// arithmetic in registers instead.
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
 #include <algorithm>
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/gelu_avx512.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"
 
 namespace cpx::cpu {
 
@@ -29,8 +36,9 @@ namespace cpx::cpu {
 #endif
 
 namespace detail {
+/// 1 + erf(z), per value of z (an Eigen array).
 template <class A>
-A erf_packets(const A& z) {
+A one_plus_erf_packets(const A& z) {
     const A a = z.abs();
     const A u = z.square();
     A p = A::Constant(z.rows(), 1, 8.694670665e-05f);
@@ -55,8 +63,8 @@ A erf_packets(const A& z) {
     q = q * s - 3.237745059e-02f;
     q = q * s + 1.599795873e-01f;
     q = q * s + 3.323958864e-01f;
-    const A tail = 1.0f - (-u).exp() * q;
-    return (a < 0.875f).select(z * p, (z < 0.0f).select(-tail, tail));
+    const A complement = (-u).exp() * q;  // erfc(|z|)
+    return (a < 0.875f).select(1.0f + z * p, (z < 0.0f).select(complement, 2.0f - complement));
 }
 
 
@@ -65,13 +73,18 @@ void gelu_block(float* v, const float* bias, index_t len) {
     Eigen::Map<Block> out(v, len);
     Block x = out;
     if (bias) x += Eigen::Map<const Block>(bias, len);
-    const Block erf = erf_packets<Block>(x * 0.70710678118654752f);
-    out = 0.5f * x * (1.0f + erf);
+    out = 0.5f * x * one_plus_erf_packets<Block>(x * 0.70710678118654752f);
 }
 }  // namespace detail
 
 /// v[i] = GELU(v[i] + bias[i]) for i < n; bias may be null (no bias).
 inline void gelu_erf_inplace(float* v, const float* bias, index_t n) {
+#ifdef CPX_HAVE_GELU_AVX512
+    if (vector_isa() == VectorIsa::avx512) {
+        avx512::gelu_erf_inplace(v, bias, n);
+        return;
+    }
+#endif
     constexpr int chunk = 64;  // fixed-size stack blocks: 4 AVX-512 registers per temporary
     index_t i = 0;
     for (; i + chunk <= n; i += chunk)

@@ -1,0 +1,102 @@
+#pragma once
+// The exact GELU (cpu/kernels/gelu.hpp) on AVX-512, sixteen values per step with
+// every temporary in registers. 1 + erf is the portable path's: the same two
+// polynomials and the same selection; exp(-z^2) is evaluated here by range
+// reduction, z^2 = n ln 2 - r with ln 2 in two parts (|r| <= ln 2 / 2), the degree-7
+// Taylor polynomial of e^r (truncation below 6e-9 relative) and 2^n by vscalefps,
+// which also takes n far below the fp32 range to 0. The portable path builds the
+// same arithmetic from Eigen array expressions over 64-value blocks, which GCC
+// stores and reloads between statements: ~9% of a PRISM-mini prefill went to it.
+//
+// Used where vector_isa() is AVX-512; compiled by function attribute on every x86 build.
+
+#include "cpx/cpu/runtime/cpu_features.hpp"  // CPX_X86
+
+#ifdef CPX_X86
+#define CPX_HAVE_GELU_AVX512 1
+
+#include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
+
+#include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
+
+namespace cpx::cpu::avx512 {
+
+namespace detail {
+/// e^(-u) for u >= 0 (u above 104 gives 0; NaN gives a finite value, the caller's x carries it).
+CPX_TARGET_AVX512 inline __m512 exp_negative(__m512 u) {
+    const __m512 t = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_min_ps(u, _mm512_set1_ps(104.0f)));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);  // ln 2's leading bits: n ln2_hi exact
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/// 1 + erf(z), as cpu::detail::one_plus_erf_packets.
+CPX_TARGET_AVX512 inline __m512 one_plus_erf(__m512 z) {
+    const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), z);
+    const __m512 u = _mm512_mul_ps(z, z);
+    __m512 p = _mm512_set1_ps(8.694670665e-05f);
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-8.215563116e-04f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(5.207134814e-03f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-2.686174016e-02f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.128373583e-01f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-3.761263626e-01f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.128379167e+00f));
+    const __m512 clamped = _mm512_min_ps(_mm512_max_ps(a, _mm512_set1_ps(0.875f)), _mm512_set1_ps(4.0f));
+    const __m512 s = _mm512_mul_ps(_mm512_sub_ps(_mm512_div_ps(_mm512_set1_ps(1.0f), clamped),
+                                                 _mm512_set1_ps(0.6964285714f)),
+                                   _mm512_set1_ps(2.24f));
+    __m512 q = _mm512_set1_ps(-5.595576436e-06f);
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(8.047444643e-06f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.624653354e-05f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-8.245905452e-05f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(2.476693228e-04f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-5.484240513e-04f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.787647009e-04f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(4.299308761e-03f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-3.237745059e-02f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.599795873e-01f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.323958864e-01f));
+    const __m512 complement = _mm512_mul_ps(exp_negative(u), q);  // erfc(|z|)
+    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.875f), _CMP_LT_OQ);
+    const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 large = _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(2.0f), complement), complement);
+    return _mm512_mask_blend_ps(small, large, _mm512_fmadd_ps(z, p, _mm512_set1_ps(1.0f)));
+}
+
+/// 0.5 x (1 + erf(x / sqrt 2)).
+CPX_TARGET_AVX512 inline __m512 gelu(__m512 x) {
+    const __m512 e = one_plus_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), e);
+}
+}  // namespace detail
+
+/// v[i] = GELU(v[i] + bias[i]) for i < n; bias may be null.
+CPX_TARGET_AVX512 inline void gelu_erf_inplace(float* v, const float* bias, index_t n) {
+    index_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(v + i);
+        if (bias) x = _mm512_add_ps(x, _mm512_loadu_ps(bias + i));
+        _mm512_storeu_ps(v + i, detail::gelu(x));
+    }
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(m, v + i);
+        if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + i));
+        _mm512_mask_storeu_ps(v + i, m, detail::gelu(x));
+    }
+}
+
+}  // namespace cpx::cpu::avx512
+
+#endif
