@@ -21,7 +21,7 @@ using namespace cpx;
 
 namespace {
 double silu_d(double z) { return z / (1.0 + std::exp(-z)); }
-double gelu_d(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
+double gelu_d(double z) { return 0.5 * z * std::erfc(-z / std::sqrt(2.0)); }  // 1 + erf(z/sqrt 2), without its cancellation
 
 template <class T>
 void check_layernorm(int rows, int n, bool with_bias, std::uint64_t seed) {

@@ -125,7 +125,7 @@ std::vector<double> linear(const std::vector<double>& x, int in, const W& w, con
     return y;
 }
 
-inline double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+inline double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }  // 1 + erf(x/sqrt 2) without its cancellation
 
 /// The whole GPT-2-style PRISM model on one sequence at positions 0..T-1:
 /// logits [T, vocab]. `Weights` is cpx::PrismWeights<C> (read as plain data).
