@@ -67,7 +67,9 @@ CPX_TARGET_AVX512 inline __m512 one_plus_erf(__m512 z) {
     q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-3.237745059e-02f));
     q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.599795873e-01f));
     q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.323958864e-01f));
-    const __m512 complement = _mm512_mul_ps(exp_negative(u), q);  // erfc(|z|)
+    // erfc(|z|), exactly 0 from |z| = 10 as on the portable path.
+    const __m512 complement = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(10.0f), _CMP_LT_OQ),
+                                                  exp_negative(u), q);
     const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.875f), _CMP_LT_OQ);
     const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
     const __m512 large = _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(2.0f), complement), complement);
