@@ -1,12 +1,11 @@
 #pragma once
 // The exact GELU (cpu/kernels/gelu.hpp) on AVX-512, sixteen values per step with
 // every temporary in registers. 1 + erf is the portable path's: the same two
-// polynomials and the same selection; exp(-z^2) is evaluated here by range
-// reduction, z^2 = n ln 2 - r with ln 2 in two parts (|r| <= ln 2 / 2), the degree-7
-// Taylor polynomial of e^r (truncation below 6e-9 relative) and 2^n by vscalefps,
-// which also takes n far below the fp32 range to 0. The portable path builds the
-// same arithmetic from Eigen array expressions over 64-value blocks, which GCC
-// stores and reloads between statements: ~9% of a PRISM-mini prefill went to it.
+// polynomials and the same selection, with exp(-z^2) from the softmax kernel's
+// exp_nonpositive (cpu/kernels/softmax_avx512.hpp: range reduction, a degree-7
+// polynomial, vscalefps). The portable path builds the same arithmetic from Eigen
+// array expressions over 64-value blocks, which GCC stores and reloads between
+// statements: ~9% of a PRISM-mini prefill went to it.
 //
 // Used where vector_isa() is AVX-512; compiled by function attribute on every x86 build.
 
@@ -18,29 +17,12 @@
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/softmax_avx512.hpp"  // exp_nonpositive
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
 namespace cpx::cpu::avx512 {
 
 namespace detail {
-/// e^(-u) for u >= 0 (u above 104 gives 0; NaN gives a finite value, the caller's x carries it).
-CPX_TARGET_AVX512 inline __m512 exp_negative(__m512 u) {
-    const __m512 t = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_min_ps(u, _mm512_set1_ps(104.0f)));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);  // ln 2's leading bits: n ln2_hi exact
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
 /// 1 + erf(z), as cpu::detail::one_plus_erf_packets.
 CPX_TARGET_AVX512 inline __m512 one_plus_erf(__m512 z) {
     const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), z);
@@ -69,7 +51,7 @@ CPX_TARGET_AVX512 inline __m512 one_plus_erf(__m512 z) {
     q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.323958864e-01f));
     // erfc(|z|), exactly 0 from |z| = 10 as on the portable path.
     const __m512 complement = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(10.0f), _CMP_LT_OQ),
-                                                  exp_negative(u), q);
+                                                  exp_nonpositive(_mm512_sub_ps(_mm512_setzero_ps(), u)), q);
     const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.875f), _CMP_LT_OQ);
     const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
     const __m512 large = _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(2.0f), complement), complement);
