@@ -65,8 +65,8 @@ A one_plus_erf_packets(const A& z) {
     q = q * s + 3.323958864e-01f;
     // erfc(|z|); exactly 0 from |z| = 10 (erfc(10) ~ 2e-45), where exp's own range limit would
     // leave a tiny value (Eigen's exp clamps its argument) and GELU(-inf) would be -inf, not NaN.
-    const A tail = (-u).exp() * q;
-    const A complement = (a < 10.0f).select(tail, A::Constant(z.rows(), 1, 0.0f));
+    const A erfc_fit = (-u).exp() * q;
+    const A complement = (a < 10.0f).select(erfc_fit, A::Constant(z.rows(), 1, 0.0f));
     return (a < 0.875f).select(1.0f + z * p, (z < 0.0f).select(complement, 2.0f - complement));
 }
 

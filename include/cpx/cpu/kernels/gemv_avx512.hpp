@@ -369,6 +369,8 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
     // One cache line of every weight row per step: 16 fp32 or 32 bf16 inputs.
     constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));
     const index_t body = in / step * step;
+    if constexpr (!std::is_same_v<W, float>)
+        if (body > 0) widen_lines<R>(wr, 0, widened[0]);
     for (index_t i = 0; i < body; i += step) {
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + i), _MM_HINT_T1);
         if constexpr (std::is_same_v<W, float>) {
@@ -385,7 +387,6 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
             // 768 and 1536 inputs in L2, one thread, 172-189 -> 187-206 GFLOP/s (Zen 5).
             // widened[b][r][j]: input i + 2j (a word's low half), [16 + j]: input i + 2j + 1.
             const int b = static_cast<int>((i / step) & 1);
-            if (i == 0) widen_lines<R>(wr, 0, widened[0]);
             if (i + step < body) widen_lines<R>(wr, i + step, widened[b ^ 1]);
             // Keeps GCC from turning the broadcasts below into shuffles of these registers.
             asm volatile("" ::: "memory");
