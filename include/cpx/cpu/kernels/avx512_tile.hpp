@@ -42,6 +42,13 @@ struct Accumulators {
             for (int j = 0; j < vectors; ++j)
                 v[r][j] = load_c ? _mm512_maskz_loadu_ps(mask[j], c + r * ldc + 16 * j) : _mm512_setzero_ps();
     }
+    /// Requests the tile's lines of C for writing (PREFETCHW, which every AVX-512 CPU has),
+    /// to be stored at the end of its loop.
+    void fetch_for_stores(const float* c, index_t ldc) const {
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < vectors; ++j)
+                if (mask[j]) prefetch_for_write(c + r * ldc + 16 * j);
+    }
     CPX_TARGET_AVX512 void store(float* c, index_t ldc) const {
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r)

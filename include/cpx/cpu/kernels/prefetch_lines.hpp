@@ -4,6 +4,8 @@
 //   kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp) issue for the
 //   cached rows they read next, stretches of a few hundred bytes too short for the hardware
 //   prefetchers to pick up before they end;
+// - prefetch_for_write: one line a kernel will store to (the fp32 tiles' C,
+//   cpu/kernels/gemm_f32_avx512.hpp);
 // - LineStream: a range fetched a few lines per iteration of a compute loop, so that the
 //   stream spreads over the loop (the packed GEMM tiles' next block, cpu/kernels/avx512_tile.hpp;
 //   the AVX2 few-row loop's next weight rows, cpu/kernels/gemv_avx2.hpp).
@@ -22,6 +24,10 @@ namespace cpx::cpu {
 inline void prefetch_lines_l1(const void* row, index_t bytes) {
     for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
 }
+
+/// Requests the line at `p` for writing (PREFETCHW: every AVX-512 CPU has it). Inline assembly,
+/// because the intrinsic emits it only under a target that names the feature.
+inline void prefetch_for_write(const void* p) { __asm__ volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p))); }
 
 /// Lines [next, end) fetched `per_step` per step(), into L1 (L1 = true) or L2; nothing by default.
 template <bool L1>
