@@ -119,7 +119,26 @@ public:
             const index_t c0 = p * packed_panel_cols, cols = std::min(packed_panel_cols, n_ - c0);
             for (index_t g = 0; g < groups_; ++g, out += packed_panel_cols * group) {
                 const index_t k0 = g * group, live = std::min(group, k_ - k0);  // inputs of the group that exist
-                if (nk) {  // column c is row c0 + c of w, its group's inputs adjacent there
+                // Whole groups (all but an odd K's last) without a test per value, and a pair of
+                // input-major rows as one interleaving loop, which the compiler vectorises: attention
+                // packs every head's keys and values on every prefill call, and one head's 512 x 64
+                // bf16 values took 8.3 us, now 1.3, its keys 15 -> 12 (Zen 5, one thread).
+                if (live == group && nk) {
+                    for (index_t c = 0; c < cols; ++c) {
+                        const W* src = w.row(c0 + c) + k0;
+                        for (index_t i = 0; i < group; ++i) out[c * group + i] = convert(src[i]);
+                    }
+                } else if (live == group && group == 2) {  // two rows interleaved
+                    const W* r0 = w.row(k0) + c0;
+                    const W* r1 = w.row(k0 + 1) + c0;
+                    for (index_t c = 0; c < cols; ++c) {
+                        out[2 * c] = convert(r0[c]);
+                        out[2 * c + 1] = convert(r1[c]);
+                    }
+                } else if (live == group) {
+                    const W* src = w.row(k0) + c0;
+                    for (index_t c = 0; c < cols; ++c) out[c] = convert(src[c]);
+                } else if (nk) {  // column c is row c0 + c of w, its group's inputs adjacent there
                     for (index_t c = 0; c < cols; ++c) {
                         const W* src = w.row(c0 + c) + k0;
                         for (index_t i = 0; i < group; ++i) out[c * group + i] = i < live ? convert(src[i]) : T{};
