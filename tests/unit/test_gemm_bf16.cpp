@@ -213,6 +213,34 @@ TEST_CASE("packing: [N, K] and [K, N] sources give the same packed matrix; bf16 
     CHECK(a.at(3, 9) == 0.0f);
 }
 
+TEST_CASE("packing bf16 rows of an even K (attention's keys and values): exact copies, zero pads, reused storage") {
+    // The whole-word path for [N, K] bf16 rows and the interleaving path for [K, N] ones, on
+    // strided rows, a partial last panel, and storage left by a larger matrix.
+    const int n = 70, k = 10, ld = 13;
+    const auto w = testing::random_normal(n * ld, 7);
+    std::vector<bf16> wb(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wb[i] = bf16::from_float(w[i]);
+    const auto big = testing::random_normal(200 * 34, 8);
+    std::vector<bf16> bigb(big.size());
+    for (std::size_t i = 0; i < big.size(); ++i) bigb[i] = bf16::from_float(big[i]);
+    for (const cpu::WeightOrientation orientation : {cpu::WeightOrientation::out_in, cpu::WeightOrientation::in_out}) {
+        const bool out_in = orientation == cpu::WeightOrientation::out_in;
+        CAPTURE(out_in);
+        const index_t rows = out_in ? n : k, cols = out_in ? k : n;
+        const StridedMatrix<const bf16> src{wb.data(), rows, cols, out_in ? ld : n + 3};
+        cpu::PackedBf16 reused;
+        reused.assign(StridedMatrix<const bf16>{bigb.data(), 200, 34, 34}, orientation);
+        reused.assign(src, orientation);
+        REQUIRE(reused.outputs() == n);
+        REQUIRE(reused.inputs() == k);
+        for (index_t o = 0; o < reused.panels() * cpu::packed_panel_cols; ++o)
+            for (index_t i = 0; i < 2 * reused.groups(); ++i) {
+                const float want = o < n && i < k ? (out_in ? src.row(o)[i] : src.row(i)[o]).to_float() : 0.0f;
+                CHECK(reused.at(o, i) == want);
+            }
+    }
+}
+
 TEST_CASE("packing into the storage of an earlier, larger matrix writes every value and pad afresh") {
     // Attention packs its keys and values on every call into the previous call's storage,
     // which is not cleared first: pads must still come out zero.
