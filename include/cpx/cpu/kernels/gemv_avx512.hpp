@@ -2,7 +2,7 @@
 // Few-row products (decode's hot loop) on AVX-512, fp32 sums of fp32 or bf16 weights.
 //
 // nn.Linear weights ([out, in]):
-// - From lanes_min_rows rows (6 with fp32 weights, 14 with bf16; batched
+// - From lanes_min_rows rows (6 with fp32 weights, 16 with bf16; batched
 //   decode) the sequences sit in the vector lanes: x is transposed once per
 //   call into 8 lanes (up to 8 fp32-weight sequences) or 16 per input feature,
 //   and a block of eight weight rows runs eight accumulators of those lanes, one
@@ -31,7 +31,15 @@
 //   `word & 0xffff0000`, the low one `word << 16`), multiplied by the inputs
 //   split by parity; widening one value at a time had left the kernel
 //   compute-bound at ~55% of the read rate, and widening once per input row
-//   made 4 rows cost 1.7x one row (now 1.4x).
+//   made 4 rows cost 1.7x one row (now 1.4x). The inputs are split by parity
+//   once per call and held in registers while each weight row of the block is
+//   widened and used: the kernel had split them again for every block and,
+//   with every row's halves and every input live at once, run out of
+//   registers and read each input from L1 four times. One core, weights in
+//   L2 (Zen 5): 4 rows 134 -> 170 GFLOP/s, 8 rows 141 -> 190-210, 12 rows
+//   132 -> 199. Decode steps from memory were level (187M on bf16 weights,
+//   4 and 8 sequences, fast and slow minutes alike): at 4-8 rows each weight
+//   costs as much arithmetic as reading it, and neither limit is reached.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the weight's
 // rows are read in order into partial sums in memory, one row whole at a
@@ -94,11 +102,12 @@ namespace cpx::cpu::avx512 {
 /// weight and 16 rows plus the sums. Measured on AMD Zen 4, two threads, the
 /// 187M products (768-1536 inputs, 768-32000 outputs) from memory, both kernels
 /// in one process: fp32 weights take 0.90-0.94x the dot kernel's time in lanes
-/// at 6 rows (1.01-1.12x at 5), bf16 weights 0.93-0.96x at 14 rows and 0.79-
-/// 0.85x at 16 (1.07-1.17x at 10-12: the dot kernel widens each weight once
-/// per group of four rows, and the lane kernel's 16 lanes are partly idle).
+/// at 6 rows (1.01-1.12x at 5). bf16 weights went to lanes from 14 rows until
+/// the dot kernel kept its inputs in registers (gemv_block_nt); one core on
+/// AMD Zen 5, weights in L2 or L3, lanes against dot: 0.78x the rate at 12
+/// rows, 0.92-0.96x at 14, 0.95-1.0x at 15 and 1.01-1.06x at 16.
 template <class W>
-inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 6 : 14;
+inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 6 : 16;
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
 constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 
@@ -132,7 +141,8 @@ void in_row_groups(index_t rows, Block&& block) {
 /// block repeats its last row, and only rows_here sums are stored): each chunk
 /// of the weights is loaded (bf16: and widened) once for all G rows, G x 4
 /// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
-/// against the inputs split by parity, even and odd summed into one accumulator.
+/// against the inputs split by parity (x's bf16-weight rows as split_row_by_parity
+/// made them), even and odd summed into one accumulator.
 /// pf: rows to prefetch at the offsets read, into L2 (null: none).
 template <class W, int G>
 CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
@@ -158,21 +168,18 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
                 for (int k = 0; k < R; ++k) acc[g][k] = _mm512_fmadd_ps(wv[k], xv, acc[g][k]);
             }
         } else {
-            __m512 lo[R], hi[R];
+            // The inputs in registers first, then each weight row widened and used at once:
+            // G x 4 accumulators, 2G inputs and one row's two halves stay in registers.
+            __m512 xe[G], xo[G];
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) xe[g] = _mm512_loadu_ps(xr[g] + i), xo[g] = _mm512_loadu_ps(xr[g] + i + 16);
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
                 if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
                 const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
-                lo[k] = bf16_low_halves(words);
-                hi[k] = bf16_high_halves(words);
-            }
+                const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
 #pragma GCC unroll 16
-            for (int g = 0; g < G; ++g) {
-                __m512 xe, xo;
-                split_by_parity(xr[g] + i, xe, xo);
-#pragma GCC unroll 16
-                for (int k = 0; k < R; ++k)
-                    acc[g][k] = _mm512_fmadd_ps(hi[k], xo, _mm512_fmadd_ps(lo[k], xe, acc[g][k]));
+                for (int g = 0; g < G; ++g) acc[g][k] = _mm512_fmadd_ps(hi, xo[g], _mm512_fmadd_ps(lo, xe[g], acc[g][k]));
             }
         }
     }
@@ -188,7 +195,9 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 }  // namespace detail
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
-/// bf16 rows. Row groups after the first find the block's weight rows in L1.
+/// bf16 rows, for bf16 each row of x as split_row_by_parity made it (split once per
+/// call: splitting each chunk in the loop repeated it for every block of four
+/// weight rows). Row groups after the first find the block's weight rows in L1.
 template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
@@ -293,7 +302,7 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
 /// units are 256 bits wide (AMD Zen 4: 1 zmm or 2 ymm FMAs per cycle) and the
 /// same elsewhere, so eight sequences in 16 lanes left half of every FMA idle:
 /// on Zen 4 the 187M qkv_mu product took 0.457 ms for 8 rows, as long as for 16.
-/// bf16 weights run in 16 lanes only (they take the lane kernel from 14 rows).
+/// bf16 weights run in 16 lanes only (they take the lane kernel at 16 rows).
 template <class W>
 constexpr int lane_width(index_t rows) {
     return std::is_same_v<W, float> && rows <= 8 ? 8 : 16;

@@ -369,11 +369,20 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
             }
         }
 #endif
+#ifdef CPX_HAVE_GEMV_AVX512
+        StridedMatrix<const float> xs = x;  // bf16: each row split by parity once
+        if constexpr (std::is_same_v<W, bf16>) {
+            if (avx512) {
+                for (index_t r = 0; r < m; ++r) avx512::split_row_by_parity(x.row(r), in, lanes + r * in);
+                xs = StridedMatrix<const float>{lanes, m, in, in};
+            }
+        }
+#endif
         parallel_for(panels, m * out * in > 32768, [&](index_t p) {
 #ifdef CPX_HAVE_GEMV_AVX512
             if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
                 if (avx512) {
-                    avx512::gemv_rows_nt(x, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    avx512::gemv_rows_nt(xs, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
                     return;
                 }
             }
