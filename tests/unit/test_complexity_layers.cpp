@@ -8,6 +8,7 @@
 #include <cpx/models/kv_cache.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
@@ -197,7 +198,8 @@ TEST_CASE("sparse expert dispatch equals running every expert on every row and m
 
 TEST_CASE_TEMPLATE("decode-sized dispatch runs the experts side by side, with the one-thread result", W, float, bf16) {
     // Up to 16 (row, route) pairs over at least as many experts as threads: one expert per thread
-    // at a time, each product on one thread with its own scratch. Every output is still summed by
+    // at a time, each product on one thread with its own scratch (fewer than two experts per
+    // thread: one round so, the rest with every thread on each product). Every output is still summed by
     // one thread in the same order, so the result equals the one-thread call bit for bit; with
     // bf16 packs the inputs are rounded in the scratch, which a shared one would garble.
     using C = Routed;
@@ -215,12 +217,16 @@ TEST_CASE_TEMPLATE("decode-sized dispatch runs the experts side by side, with th
         return p;
     }();
     const bool have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
-    for (const auto& [rows, routes] : {std::pair{2, 2}, std::pair{4, 1}, std::pair{7, 2}, std::pair{16, 1}}) {
+    // Three busy experts on two threads: one round of two, then the third with both threads.
+    for (const auto& [rows, routes, busy] : {std::tuple{2, 2, C::experts}, std::tuple{4, 1, C::experts},
+                                             std::tuple{7, 2, C::experts}, std::tuple{16, 1, C::experts},
+                                             std::tuple{3, 1, 3}, std::tuple{5, 2, 3}}) {
         CAPTURE(rows);
         CAPTURE(routes);
+        CAPTURE(busy);
         const auto x = random_normal(rows * C::hidden, 30 + rows);
         std::vector<std::int32_t> expert;
-        for (int p = 0; p < rows * routes; ++p) expert.push_back((p + p / routes) % C::experts);  // every expert busy
+        for (int p = 0; p < rows * routes; ++p) expert.push_back((p + p / routes) % busy);
         std::vector<float> scale(expert.size());
         for (std::size_t p = 0; p < scale.size(); ++p) scale[p] = 0.25f + 0.5f * static_cast<float>(p % 3);
         for (const cpu::ExpertWeights<W>* w : {&plain, &packed}) {

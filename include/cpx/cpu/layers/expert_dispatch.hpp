@@ -159,6 +159,7 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         if (starts_[e + 1] > starts_[e]) busy_.push_back(e);
     const int threads = max_threads();
     const int busy = static_cast<int>(busy_.size()), jobs = busy + (beside ? 1 : 0);
+    const int first = beside ? 1 : 0;  // the work beside the experts starts first
     if (threads > 1 && pairs <= gemv_max_rows && jobs >= threads) {
         // Decode-sized work on several experts (the work beside them counting as one): one
         // expert per thread at a time, each product on one thread (inside a parallel region
@@ -171,14 +172,20 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         // not decide whether a step allocates.
         if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
         for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
-        const int first = beside ? 1 : 0;  // the work beside the experts starts first
         const auto job = [&](int i, int slot) {
             if (i < first) beside.run(beside.context);
             else run_expert(busy_[static_cast<std::size_t>(i - first)], thread_scratch_[static_cast<std::size_t>(slot)]);
         };
-        parallel_for(jobs, true, job, Schedule::one_by_one);
+        // Fewer than two jobs per thread: one round of one job per thread, then the jobs left
+        // over one after the other with every thread on each product, rather than some threads
+        // waiting while others take a second job (three like-sized jobs on two threads took two
+        // jobs' time). With more jobs the threads draw them as they finish, which evens out
+        // unlike sizes (16 sequences: the shared expert has every row, an expert a few).
+        const int alone = jobs < 2 * threads ? threads : jobs;
+        parallel_for(alone, true, job, Schedule::one_by_one);
         for (const LinearScratch& s : thread_scratch_) scratch_.reserve_like(s);
         for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+        for (int i = alone; i < jobs; ++i) run_expert(busy_[static_cast<std::size_t>(i - first)], scratch_);
     } else {
         if (beside) beside.run(beside.context);
         for (int e : busy_) run_expert(e, scratch_);
