@@ -159,7 +159,6 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         if (starts_[e + 1] > starts_[e]) busy_.push_back(e);
     const int threads = max_threads();
     const int busy = static_cast<int>(busy_.size()), jobs = busy + (beside ? 1 : 0);
-    const int first = beside ? 1 : 0;  // the work beside the experts starts first
     if (threads > 1 && pairs <= gemv_max_rows && jobs >= threads) {
         // Decode-sized work on several experts (the work beside them counting as one): one
         // expert per thread at a time, each product on one thread (inside a parallel region
@@ -172,6 +171,7 @@ void ExpertDispatch<W>::forward(const ExpertWeights<W>& w, const StridedMatrix<c
         // not decide whether a step allocates.
         if (static_cast<int>(thread_scratch_.size()) < threads) thread_scratch_.resize(static_cast<std::size_t>(threads));
         for (LinearScratch& s : thread_scratch_) s.reserve_like(scratch_);
+        const int first = beside ? 1 : 0;  // the work beside the experts starts first
         const auto job = [&](int i, int slot) {
             if (i < first) beside.run(beside.context);
             else run_expert(busy_[static_cast<std::size_t>(i - first)], thread_scratch_[static_cast<std::size_t>(slot)]);
