@@ -237,14 +237,22 @@ Context& context() {
 
 /// "prefill" or "prefill_tc" and the like: the case's kernels in its name.
 /// "_tiled": the experts' tiled kernels at every row count (the row kernel off), the baseline of
-/// the row kernel in the same run.
+/// the row kernel in the same run; "_unsplit": the row kernel without its cluster split of K, the
+/// baseline of the split; "_splitN": the split forced to N ways (the sweep behind the automatic one).
 std::string with_kernels(const std::string& what, const gpu::KernelChoice& k) {
     const std::string tc = k.attention == gpu::AttentionKernel::tensor_cores ? what + "_tc" : what;
-    return k.expert_row_kernel_max == 0 ? tc + "_tiled" : tc;
+    if (k.expert_row_kernel_max == 0) return tc + "_tiled";
+    if (k.expert_row_kernel_split == 1) return tc + "_unsplit";
+    return k.expert_row_kernel_split > 1 ? tc + "_split" + std::to_string(k.expert_row_kernel_split) : tc;
 }
 
 gpu::KernelChoice rows_off(gpu::KernelChoice k = {}) {
     k.expert_row_kernel_max = 0;
+    return k;
+}
+
+gpu::KernelChoice unsplit(gpu::KernelChoice k = {}) {
+    k.expert_row_kernel_split = 1;
     return k;
 }
 
@@ -392,11 +400,20 @@ void register_all() {
     prefill<ComplexityDeep384M>("384M", 1, 2048);
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep384M>("384M", ctx);
     decode<ComplexityDeep384M>("384M", 512, rows_off());
+    decode<ComplexityDeep384M>("384M", 512, unsplit());
     prefill<ComplexityDense384M>("384M_dense", 8, 2048);
     prefill<ComplexityDense384M>("384M_dense", 8, 2048, tc);
     decode<ComplexityDense384M>("384M_dense", 512);
     prefill<ComplexityDeep187M>("187M", 8, 2048);
     for (int ctx : {128, 512, 2048}) decode<ComplexityDeep187M>("187M", ctx);
+    decode<ComplexityDeep187M>("187M", 512, unsplit());
+    // The row kernel's K split: automatic, off, and forced to 2, 4 and 8 ways, at 1, 4 and 16 sequences.
+    for (int batch : {1, 4, 16})
+        for (int split : {gpu::expert_row_split_auto, 1, 2, 4, 8}) {
+            gpu::KernelChoice k = tc;
+            k.expert_row_kernel_split = split;
+            decode_batch<ComplexityDeep187M>("187M", batch, 512, gpu::default_expert_row_kernel_max, k);
+        }
     // The row kernel's threshold: batches of 16 and 100 one-route tokens, each way.
     for (int batch : {16, 100})
         for (int rows_max : {0, 32, 128, 4096}) decode_batch<ComplexityDeep187M>("187M", batch, 512, rows_max, tc);
@@ -414,6 +431,7 @@ void register_all() {
     prefill<TrMoe306>("tr-moe-306", 8, 2048, tc);
     decode<TrMoe306>("tr-moe-306", 512);
     decode<TrMoe306>("tr-moe-306", 512, rows_off());
+    decode<TrMoe306>("tr-moe-306", 512, unsplit());
     // Two routes per token: 200 rows at batch 100, above the default threshold.
     for (int rows_max : {0, 128, 256, 4096}) decode_batch<TrMoe306>("tr-moe-306", 100, 512, rows_max, tc);
     // Larger calls: 8 prompts of 16-128 tokens, 256-2048 (token, route) rows, row kernel on or off.

@@ -189,7 +189,7 @@ TEST_CASE("bf16 and fp16 storage stay within 2e-2 of the references on the same 
 // Prefill, one eager decode step, then decode steps replayed from one captured CUDA graph, each
 // position's logits against the CPU model's.
 template <class C>
-void check_graph_decode() {
+void check_graph_decode(gpu::KernelChoice kernels = {}) {
     const auto w = testing::complexity_case<C>(11, false);
     const int batch = 4, prompt = 8, steps = 6, total = prompt + steps, V = C::vocab;
     const auto tokens = random_tokens(batch * total, V, 13);
@@ -198,6 +198,7 @@ void check_graph_decode() {
     gpu::Blas blas;
     gpu::Stream stream;
     gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * prompt);
+    model.use_kernels(kernels);
     gpu::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * V);
     auto tokens_at = [&](int pos, int len) {
         std::vector<std::int32_t> t;
@@ -235,6 +236,23 @@ TEST_CASE("top-2 decode steps routed per layer on the device, captured in a CUDA
     check_graph_decode<testing::ComplexityTopKTiny>();
 }
 
+// The experts' row kernel with K split over thread-block clusters (compute capability 9.0+), in
+// the prefill, the eager step and the captured decode steps: 2 ways and 8 (the experts' 32-deep
+// down products then leave 4 rows of K to each block).
+TEST_CASE("decode steps with the row kernel split over clusters, captured in a CUDA graph, match the CPU model") {
+    if (gpu::current_device().major < 9) {
+        MESSAGE("skipped: thread-block clusters need compute capability 9.0");
+        return;
+    }
+    for (int split : {2, 8}) {
+        CAPTURE(split);
+        gpu::KernelChoice k;
+        k.expert_row_kernel_split = split;
+        check_graph_decode<testing::ComplexityTiny>(k);
+        check_graph_decode<testing::ComplexityTopKTiny>(k);
+    }
+}
+
 // The opt-in tensor-core kernels (attention of the 24-token prefill, the experts' grouped GEMMs)
 // on bf16 weights, against the CPU model on the same weights: the bf16 bound.
 TEST_CASE("tensor-core kernels in the whole model (head dim 64, token-routed, bf16) stay within 2e-2") {
@@ -261,6 +279,9 @@ TEST_CASE("a model refuses tensor-core kernels its storage type or head dim cann
     gpu::KernelChoice experts_only;
     experts_only.experts = gpu::GroupedGemmKernel::tensor_cores;
     CHECK_NOTHROW(head_dim_16.use_kernels(experts_only));
+    gpu::KernelChoice bad_split;
+    bad_split.expert_row_kernel_split = 9;
+    CHECK_THROWS_AS(fp32.use_kernels(bad_split), ShapeError);
 }
 
 // The rule itself, checked wherever this file compiles (every build with nvcc, GPU or not).

@@ -419,6 +419,105 @@ TEST_CASE("the row kernel matches the reference and the tiled kernels, fp32 and 
     }
 }
 
+// The row kernel with K split over the blocks of a thread-block cluster (compute capability 9.0+):
+// forced 2, 3 and 8 ways (chunks of unequal length; at K = 10 and 9, blocks with no rows of K at
+// all) and the automatic choice, which splits one token's 256-deep gate/up 4 ways and its
+// 200-deep down product 2 ways on a device of 132 multiprocessors. Against the reference, against
+// the unsplit kernel (only the order of the fp32 sums differs), and bit-identical when run again.
+TEST_CASE("the row kernel split over a thread-block cluster matches the unsplit kernel, deterministically") {
+    const int V = 257, E = 5, d = 256, ie = 200, is = 40;  // ie: not a multiple of the 64-wide column tiles
+    gpu::Blas blas;
+    const auto table = make_top_k_table(V, E, 2, 200);
+    gpu::DeviceRoutingTable dtable(TopKRouting(table, 2, E));
+    gpu::ExpertDispatch dispatch(E, 40, 2);
+    const HostMlp host = make_host_mlp<float>(d, ie, is, E, 201);
+    DeviceMlp<float> mlp(host);
+    mlp.weights.mix = {0.6f, 1.3f * 0.7f, 1.3f * 0.3f};
+    const gpu::GroupedGemmChoice unsplit(gpu::GroupedGemmKernel::simt, 1 <<20, 1);
+    const auto ids = testing::random_ints(40, 0, V - 1, 202);
+    const std::vector<std::int64_t> all_tokens(ids.begin(), ids.end());
+    if (gpu::current_device().major < 9) {
+        const std::vector<std::int64_t> one(all_tokens.begin(), all_tokens.begin() + 1);
+        const auto m = testing::random_normal(d, 203), h = testing::random_normal(d, 204);
+        CHECK_THROWS_AS(run_mlp<float>(blas, dispatch, dtable, mlp, host, one, m, h,
+                                       gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 1 << 20, 2)),
+                        ShapeError);
+        MESSAGE("skipped: thread-block clusters need compute capability 9.0; the forced split is refused here");
+        return;
+    }
+    for (int rows : {1, 3, 7, 40}) {
+        CAPTURE(rows);
+        const std::vector<std::int64_t> tokens(all_tokens.begin(), all_tokens.begin() + rows);
+        const auto m = testing::random_normal(rows * d, 205 + rows), h = testing::random_normal(rows * d, 206 + rows);
+        std::vector<int> routes(rows * 2);
+        for (int n = 0; n < rows; ++n)
+            for (int r = 0; r < 2; ++r) routes[n * 2 + r] = table[r * V + tokens[n]];
+        const auto want = host.apply_routes(m, h, routes, 2, mlp.weights.mix, rows);
+        const auto base = run_mlp<float>(blas, dispatch, dtable, mlp, host, tokens, m, h, unsplit);
+        CHECK(testing::relative_error(base, want) < 1e-5);
+        for (int split : {gpu::expert_row_split_auto, 2, 3, 8}) {
+            CAPTURE(split);
+            const gpu::GroupedGemmChoice choice(gpu::GroupedGemmKernel::simt, 1 << 20, split);
+            const auto got = run_mlp<float>(blas, dispatch, dtable, mlp, host, tokens, m, h, choice);
+            CHECK(testing::relative_error(got, want) < 1e-5);
+            CHECK(testing::relative_error(got, base) < 1e-5);
+            CHECK(run_mlp<float>(blas, dispatch, dtable, mlp, host, tokens, m, h, choice) == got);
+        }
+    }
+    // Experts 10 wide on a 9-wide model: at 8 ways chunks of 2 rows, the last blocks' chunks empty.
+    {
+        const int small_d = 9, small_ie = 10;
+        const HostMlp small = make_host_mlp<float>(small_d, small_ie, 0, E, 220);
+        DeviceMlp<float> small_mlp(small);
+        const auto table1 = make_table(V, E, -1, 221);
+        gpu::DeviceRoutingTable small_table(TokenRouting(table1, E));
+        gpu::ExpertDispatch small_dispatch(E, 7);
+        const std::vector<std::int64_t> tokens(all_tokens.begin(), all_tokens.begin() + 7);
+        const auto m = testing::random_normal(7 * small_d, 222), h = testing::random_normal(7 * small_d, 223);
+        const auto want = small.apply(m, h, host_experts(tokens, table1), 7);
+        for (int split : {2, 3, 8}) {
+            CAPTURE(split);
+            const auto got = run_mlp<float>(blas, small_dispatch, small_table, small_mlp, small, tokens, m, h,
+                                            gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 1 << 20, split));
+            CHECK(testing::relative_error(got, want) < 1e-5);
+        }
+    }
+    // bf16, one route: the scatter-add epilogue onto the residual.
+    const auto table1 = make_table(V, E, -1, 210);
+    gpu::DeviceRoutingTable dtable1(TokenRouting(table1, E));
+    gpu::ExpertDispatch dispatch1(E, 9);
+    const HostMlp host16 = make_host_mlp<bf16>(d, ie, is, E, 211);
+    DeviceMlp<bf16> mlp16(host16);
+    for (int rows : {1, 9}) {
+        CAPTURE(rows);
+        const std::vector<std::int64_t> tokens(all_tokens.begin(), all_tokens.begin() + rows);
+        const auto m = testing::rounded<bf16>(testing::random_normal(rows * d, 212 + rows));
+        const auto h = testing::rounded<bf16>(testing::random_normal(rows * d, 213 + rows));
+        const auto base = run_mlp<bf16>(blas, dispatch1, dtable1, mlp16, host16, tokens, m, h, unsplit);
+        for (int split : {gpu::expert_row_split_auto, 8}) {
+            CAPTURE(split);
+            const auto got = run_mlp<bf16>(blas, dispatch1, dtable1, mlp16, host16, tokens, m, h,
+                                           gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 1 << 20, split));
+            CHECK(testing::relative_error(got, host16.apply(m, h, host_experts(tokens, table1), rows)) < 2e-2);
+            CHECK(testing::relative_error(got, base) < 1e-2);
+        }
+    }
+}
+
+TEST_CASE("the grouped GEMMs refuse a row-kernel split outside 0 to 8") {
+    gpu::ExpertDispatch dispatch(2, 4);
+    gpu::DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{0, 1, 1, 0});
+    dispatch.route_ids(ids.data(), 4, nullptr);
+    gpu::DeviceBuffer<float> x(4 * 16), w(2 * 16 * 16), act(4 * 16);
+    const gpu::ExpertWeights<float> ew{w.data(), 2, 16, 16};
+    for (int split : {-1, 9})
+        CHECK_THROWS_AS((gpu::grouped_swiglu<float, float, float>(
+                            dispatch, StridedMatrix<const float>(x.data(), 4, 16, 16), ew, ew,
+                            StridedMatrix<float>(act.data(), 4, 16, 16), nullptr,
+                            gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 512, split))),
+                        ShapeError);
+}
+
 TEST_CASE("tensor-core grouped GEMMs refuse fp32 operands") {
     gpu::ExpertDispatch dispatch(2, 4);
     gpu::DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{0, 1, 1, 0});

@@ -24,6 +24,8 @@
 // take grouped_gemm_rows.cuh instead. CPU twin: the loop in the test and the
 // CPU token-routed MLP, which gather, multiply and scatter per expert.
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -128,6 +130,94 @@ __global__ void __launch_bounds__(grouped_threads) grouped_gemm(GroupedGemmArgs<
 }  // namespace kernels
 
 namespace detail {
+/// Whether the current device runs the row kernel's cluster split, and its multiprocessor count.
+/// Clusters need compute capability 9.0, and the kernel itself built for 9.0 or newer: a 9.0
+/// device running code the driver compiled from older PTX has no cluster code in it. Read once
+/// per device (the first call, normally an eager one before any graph capture).
+struct RowSplitDevice {
+    bool clusters = false;
+    int multiprocessors = 0;
+};
+template <class Kernel>
+RowSplitDevice row_split_device(Kernel split_kernel) {
+    constexpr int cached = 64;
+    static std::atomic<int> known[cached] = {};  // 0: not read; else multiprocessors * 2 + clusters
+    int id = 0;
+    CPX_CUDA_CHECK(cudaGetDevice(&id));
+    if (id < cached) {
+        if (const int v = known[id].load(std::memory_order_relaxed); v != 0) return {(v & 1) != 0, v >> 1};
+    }
+    RowSplitDevice d;
+    int major = 0;
+    CPX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, id));
+    CPX_CUDA_CHECK(cudaDeviceGetAttribute(&d.multiprocessors, cudaDevAttrMultiProcessorCount, id));
+    if (major >= 9) {
+        cudaFuncAttributes attributes{};
+        CPX_CUDA_CHECK(cudaFuncGetAttributes(&attributes, split_kernel));
+        d.clusters = attributes.binaryVersion >= 90;
+    }
+    if (id < cached) known[id].store(d.multiprocessors * 2 + (d.clusters ? 1 : 0), std::memory_order_relaxed);
+    return d;
+}
+
+/// The row kernel's automatic K split for a call of `count` rows: doubled (up to 8) while the
+/// blocks with rows stay within 1.5 blocks per multiprocessor and each block keeps 64 or more rows
+/// of K (4 per warp). The tiles with rows are estimated as ceil(count / 4) plus one partial tile per
+/// further segment (the exact split is known on the device only). The 1.5 is measured: on an H200,
+/// 187M's decode steps at 1, 4 and 16 sequences were fastest at the ways this rule picks
+/// (docs/CUDA.md, "Results on an H200 (2026-11-28): the row kernel's K split").
+inline int row_split_ways(long long count, int experts, int K, long long n_tiles, int multiprocessors) {
+    constexpr int min_rows_per_block = 64;
+    const long long segments = std::min<long long>(count, experts);
+    const long long tiles = std::min<long long>(count, (count + kernels::rows_bm - 1) / kernels::rows_bm + segments - 1);
+    const long long blocks = std::max<long long>(1, tiles) * n_tiles;
+    int ways = 1;
+    while (ways < expert_row_split_max && 2 * blocks * (2 * ways) <= 3LL * multiprocessors &&
+           K / (ways * 2) >= min_rows_per_block)
+        ways *= 2;
+    return ways;
+}
+
+template <class TA, class TW, class TO, bool SwiGLU>
+void launch_rows(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, int split, cudaStream_t stream) {
+    // Tiles of at most min(count, experts) non-empty segments; blocks past the last tile return at once.
+    const long long tiles = max_segment_tiles(count, std::min(a.experts, count), kernels::rows_bm);
+    const long long n_tiles = (a.N + kernels::rows_bn - 1) / kernels::rows_bn;
+    require<ShapeError>(tiles <= 0x7fffffff && n_tiles <= 65535, "grouped GEMM: ", count, " rows x ", a.N,
+                        " columns exceed one launch");
+    const auto split_kernel = kernels::grouped_gemm_rows<TA, TW, TO, SwiGLU, true>;
+    int ways = 1;
+    if (split != 1) {
+        const RowSplitDevice device = row_split_device(split_kernel);
+        require<ShapeError>(split == expert_row_split_auto || device.clusters, "grouped GEMM: a ", split,
+                            "-way split of the row kernel needs thread-block clusters (compute capability 9.0 and "
+                            "code built for it); this device or build has none");
+        if (split != expert_row_split_auto) ways = split;
+        else if (device.clusters) ways = row_split_ways(count, a.experts, a.K, n_tiles, device.multiprocessors);
+    }
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles), static_cast<unsigned>(ways));
+    if (ways == 1) {
+        kernels::grouped_gemm_rows<TA, TW, TO, SwiGLU, false><<<grid, kernels::rows_threads, 0, stream>>>(a);
+        CPX_CUDA_CHECK_LAUNCH();
+        return;
+    }
+    // One cluster per (tile, column tile): its `ways` blocks take the chunks of K.
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kernels::rows_threads);
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = static_cast<unsigned>(ways);
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    CPX_CUDA_CHECK(cudaLaunchKernelEx(&config, split_kernel, a));
+    CPX_CUDA_CHECK_LAUNCH();
+}
+
 template <class TA, class TW, class TO, bool SwiGLU>
 void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, GroupedGemmChoice choice,
                     cudaStream_t stream) {
@@ -137,15 +227,12 @@ void launch_grouped(const kernels::GroupedGemmArgs<TA, TW, TO>& a, int count, Gr
                         "grouped GEMM: tensor-core kernels need bf16 or fp16 activations and weights of one type");
     require<ShapeError>(choice.row_kernel_max >= 0, "grouped GEMM: row_kernel_max must be 0 or more, got ",
                         choice.row_kernel_max);
+    require<ShapeError>(choice.row_kernel_split >= 0 && choice.row_kernel_split <= expert_row_split_max,
+                        "grouped GEMM: row_kernel_split must be 0 (automatic) to ", expert_row_split_max, ", got ",
+                        choice.row_kernel_split);
     if (count == 0 || a.N == 0) return;
     if (count <= choice.row_kernel_max) {
-        const long long tiles = max_segment_tiles(count, a.experts, kernels::rows_bm);
-        const long long n_tiles = (a.N + kernels::rows_bn - 1) / kernels::rows_bn;
-        require<ShapeError>(tiles <= 0x7fffffff && n_tiles <= 65535, "grouped GEMM: ", count, " rows x ", a.N,
-                            " columns exceed one launch");
-        kernels::grouped_gemm_rows<TA, TW, TO, SwiGLU>
-            <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n_tiles)), kernels::rows_threads, 0, stream>>>(a);
-        CPX_CUDA_CHECK_LAUNCH();
+        launch_rows<TA, TW, TO, SwiGLU>(a, count, choice.row_kernel_split, stream);
         return;
     }
     const GroupedGemmKernel kernel = choice.kernel;

@@ -30,25 +30,38 @@ enum class GroupedGemmKernel { simt, tensor_cores };
 /// slower at 1,024 rows of 187M's 512-wide experts (tr-moe-306's 64-wide ones gain up to 2,048).
 inline constexpr int default_expert_row_kernel_max = 512;
 
+/// The row kernel's split of K over the blocks of a thread-block cluster (compute capability
+/// 9.0+; grouped_gemm_rows.cuh): 0 lets each call choose from its rows, K and the device's
+/// multiprocessors (grouped_gemm.cuh, row_split_ways: 8 ways for one decoding token's expert, none
+/// once the tiles fill the device; unsplit where clusters are missing), 1 never splits, 2 to 8
+/// split that many ways whenever the row kernel runs (refused on devices without clusters).
+inline constexpr int expert_row_split_auto = 0, expert_row_split_max = 8;
+
 /// The grouped-GEMM kernels of one call: `kernel` above `row_kernel_max` rows, the
-/// row kernel at or below it (0: never).
+/// row kernel at or below it (0: never), its K split by `row_kernel_split` (above).
 struct GroupedGemmChoice {
     GroupedGemmKernel kernel = GroupedGemmKernel::simt;
     int row_kernel_max = default_expert_row_kernel_max;
+    int row_kernel_split = expert_row_split_auto;
     constexpr GroupedGemmChoice() = default;
-    constexpr GroupedGemmChoice(GroupedGemmKernel k, int rows_max = default_expert_row_kernel_max)  // NOLINT: implicit
-        : kernel(k), row_kernel_max(rows_max) {}
+    constexpr GroupedGemmChoice(GroupedGemmKernel k, int rows_max = default_expert_row_kernel_max,  // NOLINT: implicit
+                                int split = expert_row_split_auto)
+        : kernel(k), row_kernel_max(rows_max), row_kernel_split(split) {}
 };
 
 struct KernelChoice {
     AttentionKernel attention = AttentionKernel::simt;
     GroupedGemmKernel experts = GroupedGemmKernel::simt;
     int expert_row_kernel_max = default_expert_row_kernel_max;  ///< see GroupedGemmChoice
+    int expert_row_kernel_split = expert_row_split_auto;        ///< see GroupedGemmChoice
 
-    constexpr GroupedGemmChoice expert_choice() const { return {experts, expert_row_kernel_max}; }
+    constexpr GroupedGemmChoice expert_choice() const {
+        return {experts, expert_row_kernel_max, expert_row_kernel_split};
+    }
 
     static constexpr KernelChoice tensor_cores() {
-        return {AttentionKernel::tensor_cores, GroupedGemmKernel::tensor_cores, default_expert_row_kernel_max};
+        return {AttentionKernel::tensor_cores, GroupedGemmKernel::tensor_cores, default_expert_row_kernel_max,
+                expert_row_split_auto};
     }
 };
 
@@ -87,6 +100,9 @@ void check_kernel_choice(const KernelChoice& k, int head_dim, const char* model)
                         ": tensor-core kernels take bf16 or fp16 storage, this model stores fp32");
     require<ShapeError>(k.expert_row_kernel_max >= 0, model, ": expert_row_kernel_max must be 0 or more, got ",
                         k.expert_row_kernel_max);
+    require<ShapeError>(k.expert_row_kernel_split >= 0 && k.expert_row_kernel_split <= expert_row_split_max, model,
+                        ": expert_row_kernel_split must be 0 (automatic) to ", expert_row_split_max, ", got ",
+                        k.expert_row_kernel_split);
     require<ShapeError>(k.attention != AttentionKernel::tensor_cores || head_dim == 64 || head_dim == 128, model,
                         ": tensor-core attention is compiled for head dims 64 and 128, this model has ", head_dim);
 }
