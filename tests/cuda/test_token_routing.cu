@@ -504,30 +504,19 @@ TEST_CASE("the row kernel split over a thread-block cluster matches the unsplit 
     }
 }
 
-TEST_CASE("the grouped GEMMs refuse a row-kernel split outside 0 to 8") {
+TEST_CASE("grouped GEMMs refuse tensor cores for fp32 operands and a row-kernel split outside 0 to 8") {
     gpu::ExpertDispatch dispatch(2, 4);
     gpu::DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{0, 1, 1, 0});
     dispatch.route_ids(ids.data(), 4, nullptr);
     gpu::DeviceBuffer<float> x(4 * 16), w(2 * 16 * 16), act(4 * 16);
     const gpu::ExpertWeights<float> ew{w.data(), 2, 16, 16};
+    auto call = [&](gpu::GroupedGemmChoice choice) {
+        gpu::grouped_swiglu<float, float, float>(dispatch, StridedMatrix<const float>(x.data(), 4, 16, 16), ew, ew,
+                                                 StridedMatrix<float>(act.data(), 4, 16, 16), nullptr, choice);
+    };
+    CHECK_THROWS_AS(call(gpu::GroupedGemmKernel::tensor_cores), ShapeError);
     for (int split : {-1, 9})
-        CHECK_THROWS_AS((gpu::grouped_swiglu<float, float, float>(
-                            dispatch, StridedMatrix<const float>(x.data(), 4, 16, 16), ew, ew,
-                            StridedMatrix<float>(act.data(), 4, 16, 16), nullptr,
-                            gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 512, split))),
-                        ShapeError);
-}
-
-TEST_CASE("tensor-core grouped GEMMs refuse fp32 operands") {
-    gpu::ExpertDispatch dispatch(2, 4);
-    gpu::DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{0, 1, 1, 0});
-    dispatch.route_ids(ids.data(), 4, nullptr);
-    gpu::DeviceBuffer<float> x(4 * 16), w(2 * 16 * 16), act(4 * 16);
-    const gpu::ExpertWeights<float> ew{w.data(), 2, 16, 16};
-    CHECK_THROWS_AS((gpu::grouped_swiglu<float, float, float>(dispatch, StridedMatrix<const float>(x.data(), 4, 16, 16),
-                                                              ew, ew, StridedMatrix<float>(act.data(), 4, 16, 16), nullptr,
-                                                              gpu::GroupedGemmKernel::tensor_cores)),
-                    ShapeError);
+        CHECK_THROWS_AS(call(gpu::GroupedGemmChoice(gpu::GroupedGemmKernel::simt, 512, split)), ShapeError);
 }
 
 TEST_CASE("a decode step (routing + token-routed MLP) captured in a CUDA graph replays correctly on new tokens") {
