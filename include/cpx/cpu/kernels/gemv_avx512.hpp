@@ -143,7 +143,8 @@ void in_row_groups(index_t rows, Block&& block) {
 /// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
 /// against the inputs split by parity (x's bf16-weight rows as split_row_by_parity
 /// made them), even and odd summed into one accumulator.
-/// pf: rows to prefetch at the offsets read, into L2 (null: none).
+/// pf: rows to prefetch at the offsets read, into L2 for fp32 weights and into L1 for bf16
+/// ones (gemv_rows_nt says how far ahead; null: none).
 template <class W, int G>
 CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
                                      const StridedMatrix<float>& y, index_t o, bool accumulate, const W* const* pf) {
@@ -175,7 +176,7 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
             for (int g = 0; g < G; ++g) xe[g] = _mm512_loadu_ps(xr[g] + i), xo[g] = _mm512_loadu_ps(xr[g] + i + 16);
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
-                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
+                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
                 const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
                 const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
 #pragma GCC unroll 16
@@ -194,19 +195,34 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 }
 }  // namespace detail
 
+/// How far ahead the few-row kernel on bf16 weights fetches, in bytes of its stream, rounded to
+/// whole blocks of four weight rows (at least the next block). Two threads on Zen 5, weights on
+/// huge pages cycled from memory, 2 and 4 rows, the binaries alternated and compared in minutes
+/// when one row read at 80-89 GB/s: the next block into L2, as before, read 768-input rows at
+/// 44-61 / 46-56 GB/s, and now 76-78 / 70-71; 512 inputs 47 / 46 -> 63-71 / 63-64; 1,536 inputs
+/// (one block ahead either way, now into L1) 61-63 / 60-63 -> 71-72 / 61-62. Two blocks ahead
+/// of 1,536- or 2,048-input rows (24-32 KiB) read less than one. In minutes at ~50 GB/s every
+/// variant reads at the memory's rate (within 5%); 8 and 12 rows, compute-bound, are level.
+inline constexpr index_t rows_nt_block_ahead = 12288;
+
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
 /// bf16 rows, for bf16 each row of x as split_row_by_parity made it (split once per
 /// call: splitting each chunk in the loop repeated it for every block of four
 /// weight rows). Row groups after the first find the block's weight rows in L1.
+/// The first group prefetches the rows of a block further on: for fp32 weights the next one
+/// (into L2), for bf16 the one about rows_nt_block_ahead bytes on (into L1; below).
 template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    const index_t block_bytes = std::max<index_t>(1, 4 * w.cols * static_cast<index_t>(sizeof(W)));  // K = 0 too
+    const index_t ahead =
+        std::is_same_v<W, float> ? 1 : std::max<index_t>(1, (rows_nt_block_ahead + block_bytes / 2) / block_bytes);
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const W* wr[4];  // a short last block repeats its last row; those sums are not stored
         for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.ld;
-        const W* next[4];  // the next block's rows (the panel's last row past its end), prefetched by the first group
-        for (int k = 0; k < 4; ++k) next[k] = w.data + std::min<index_t>(o + 4 + k, o1 - 1) * w.ld;
+        const W* next[4];  // that block's rows (the panel's last row past its end)
+        for (int k = 0; k < 4; ++k) next[k] = w.data + std::min<index_t>(o + 4 * ahead + k, o1 - 1) * w.ld;
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
             detail::gemv_block_nt<W, decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate,
                                                          m0 == 0 ? next : nullptr);
