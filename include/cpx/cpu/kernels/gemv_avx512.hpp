@@ -37,9 +37,9 @@
 //   with every row's halves and every input live at once, run out of
 //   registers and read each input from L1 four times. One core, weights in
 //   L2 (Zen 5): 4 rows 134 -> 170 GFLOP/s, 8 rows 141 -> 190-210, 12 rows
-//   132 -> 199. Decode steps from memory were level (187M on bf16 weights,
-//   4 and 8 sequences, fast and slow minutes alike): at 4-8 rows each weight
-//   costs as much arithmetic as reading it, and neither limit is reached.
+//   132 -> 199. Decode steps from memory did not move with that alone: at 2-4
+//   rows the blocks were waiting on memory, which the fetch distance below
+//   (rows_nt_block_ahead) addressed.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the weight's
 // rows are read in order into partial sums in memory, one row whole at a
@@ -58,7 +58,8 @@
 // (T1, T2 hints) and blocks of eight weight rows for a single input row.
 // On AMD Zen 4 prefetching into L2 (T1) pays where the stream is long: the
 // fp32 one-row kernel 4 KiB ahead instead of 1 KiB into L1, the few-row
-// nn.Linear blocks; the lane kernel and the experts' bands prefetch the next
+// nn.Linear blocks (on bf16 weights now about 12 KiB ahead into L1, measured
+// on Zen 5: rows_nt_block_ahead); the lane kernel and the experts' bands prefetch the next
 // block's (band's) rows at the offset they read, as the few-row blocks do: a
 // fixed 1 KiB along each row left the next block's rows but its first
 // unfetched, and the lane kernel stalled on them (one core, 16 rows: 64-66
