@@ -65,7 +65,7 @@ inline constexpr index_t prefetch_rows = 16;
 /// Chunk c (16 dimensions) of a cached row as two vectors: fp32, its two halves; bf16,
 /// its even and its odd elements.
 template <class KV>
-CPX_TARGET_AVX2 inline void load_chunk(const KV* row, int c, __m256& x0, __m256& x1) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_chunk(const KV* row, int c, __m256& x0, __m256& x1) {
     if constexpr (std::is_same_v<KV, float>) {
         x0 = _mm256_loadu_ps(row + 16 * c);
         x1 = _mm256_loadu_ps(row + 16 * c + 8);
@@ -77,7 +77,7 @@ CPX_TARGET_AVX2 inline void load_chunk(const KV* row, int c, __m256& x0, __m256&
 }
 
 /// The eight lane sums of a[0..8), in order.
-CPX_TARGET_AVX2 inline __m256 sum_lanes_8(const __m256 (&a)[8]) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 sum_lanes_8(const __m256 (&a)[8]) {
     const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
     const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
     // Lanes [k0 k1 k2 k3 | k0 k1 k2 k3]: each key's sums of its low and high 128-bit halves.

@@ -88,7 +88,7 @@ inline constexpr FoldIndex fold_tables[4][2] = {{fold_index(8, false), fold_inde
 /// Eight vectors -> their eight lane sums in lanes 0-7, in order (lanes 8-15 repeat them): a
 /// tree of permutes and adds (8 -> 4 -> 2 -> 1 vectors, then the last folded with itself),
 /// ~3 instructions per vector instead of a full horizontal reduction each.
-CPX_TARGET_AVX512 inline __m512 sum_lanes_8(__m512 (&v)[8]) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE __m512 sum_lanes_8(__m512 (&v)[8]) {
     for (int level = 0, count = 8; level < 3; ++level, count /= 2) {
         const __m512i lo = _mm512_load_si512(fold_tables[level][0].lanes);
         const __m512i hi = _mm512_load_si512(fold_tables[level][1].lanes);
@@ -108,7 +108,7 @@ inline constexpr index_t score_block = 8;
 /// widened once for all rows, 32 dimensions at a time (Chunks of them, or `chunks` where
 /// Chunks is 0). even/odd: the queries split by parity (bf16 keys) or whole in `even` (fp32 keys).
 template <index_t Rows, int Chunks, class KV>
-CPX_TARGET_AVX512 inline void key_products(const KV* key, const float (*even)[max_decode_head_dim],
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void key_products(const KV* key, const float (*even)[max_decode_head_dim],
                                            const float (*odd)[max_decode_head_dim / 2],
                                            __m512 (&part)[Rows][score_block], int slot, int chunks) {
     for (int c = 0; c < (Chunks > 0 ? Chunks : chunks); ++c) {
@@ -133,7 +133,7 @@ CPX_TARGET_AVX512 inline void key_products(const KV* key, const float (*even)[ma
 
 /// s[i * s_stride + j] = the lane sum of part[i][j] for i < Rows, j < count (<= 8).
 template <index_t Rows>
-CPX_TARGET_AVX512 inline void store_block_scores(__m512 (&part)[Rows][score_block], float* s, index_t s_stride,
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_block_scores(__m512 (&part)[Rows][score_block], float* s, index_t s_stride,
                                                  index_t count) {
     for (index_t i = 0; i < Rows; ++i) {
         const __m256 sums = _mm512_castps512_ps256(sum_lanes_8(part[i]));

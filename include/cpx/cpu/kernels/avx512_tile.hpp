@@ -30,7 +30,7 @@ struct Accumulators {
     __m512 v[MR][vectors];
     __mmask16 mask[vectors];
 
-    CPX_TARGET_AVX512 Accumulators(const float* c, index_t ldc, index_t cols, bool load_c) {
+    CPX_TARGET_AVX512 CPX_FORCE_INLINE Accumulators(const float* c, index_t ldc, index_t cols, bool load_c) {
         for (int j = 0; j < vectors; ++j) {
             const index_t left = cols - 16 * j;
             mask[j] = left >= 16 ? static_cast<__mmask16>(0xffff)
@@ -44,12 +44,12 @@ struct Accumulators {
     }
     /// Requests the tile's lines of C for writing (PREFETCHW, which every AVX-512 CPU has),
     /// to be stored at the end of its loop.
-    void fetch_for_stores(const float* c, index_t ldc) const {
+    CPX_FORCE_INLINE void fetch_for_stores(const float* c, index_t ldc) const {
         for (int r = 0; r < MR; ++r)
             for (int j = 0; j < vectors; ++j)
                 if (mask[j]) prefetch_for_write(c + r * ldc + 16 * j);
     }
-    CPX_TARGET_AVX512 void store(float* c, index_t ldc) const {
+    CPX_TARGET_AVX512 CPX_FORCE_INLINE void store(float* c, index_t ldc) const {
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4

@@ -15,11 +15,11 @@
 namespace cpx::cpu::avx512 {
 
 /// The even (low-half) elements of 16 words of two bf16 values each, as fp32.
-CPX_TARGET_AVX512 inline __m512 bf16_low_halves(__m512i words) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE __m512 bf16_low_halves(__m512i words) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
 }
 /// The odd (high-half) elements of 16 words of two bf16 values each, as fp32.
-CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE __m512 bf16_high_halves(__m512i words) {
     return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
@@ -28,11 +28,11 @@ CPX_TARGET_AVX512 inline __m512 bf16_high_halves(__m512i words) {
 namespace cpx::cpu::avx2 {
 
 /// The even (low-half) elements of 8 words of two bf16 values each, as fp32.
-CPX_TARGET_AVX2 inline __m256 bf16_low_halves(__m256i words) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 bf16_low_halves(__m256i words) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
 }
 /// The odd (high-half) elements of 8 words of two bf16 values each, as fp32.
-CPX_TARGET_AVX2 inline __m256 bf16_high_halves(__m256i words) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 bf16_high_halves(__m256i words) {
     return _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 

@@ -69,7 +69,7 @@ namespace detail {
 /// Chunk `i` of a weight row as two fp32 vectors: fp32, inputs i..i+7 and i+8..i+15; bf16,
 /// the even and the odd inputs of i..i+15 (matching split_row_by_parity).
 template <class W>
-CPX_TARGET_AVX2 inline void load_chunk(const W* r, index_t i, __m256& lo, __m256& hi) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_chunk(const W* r, index_t i, __m256& lo, __m256& hi) {
     if constexpr (std::is_same_v<W, float>) {
         lo = _mm256_loadu_ps(r + i);
         hi = _mm256_loadu_ps(r + i + 8);
@@ -185,7 +185,7 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
 namespace detail {
 /// Eight consecutive weights from w, as fp32.
 template <class W>
-CPX_TARGET_AVX2 inline __m256 load8(const W* w) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 load8(const W* w) {
     if constexpr (std::is_same_v<W, float>) {
         return _mm256_loadu_ps(w);
     } else {

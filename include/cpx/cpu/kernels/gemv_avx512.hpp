@@ -115,7 +115,7 @@ constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 /// Inputs x[0, 32) as their 16 even ones and their 16 odd ones: the bf16
 /// kernels multiply each weight word's low half by the first, its high half by
 /// the second.
-CPX_TARGET_AVX512 inline void split_by_parity(const float* x, __m512& even, __m512& odd) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void split_by_parity(const float* x, __m512& even, __m512& odd) {
     const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
@@ -362,7 +362,7 @@ struct Lanes<8> {
 /// dst[r] = line i / 32 of bf16 row r widened to fp32: dst[r][j] input i + 2j (a word's
 /// low half), dst[r][16 + j] input i + 2j + 1.
 template <int R>
-CPX_TARGET_AVX512 inline void widen_lines(const bf16* const* rows, index_t i, float (*dst)[2 * 16]) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void widen_lines(const bf16* const* rows, index_t i, float (*dst)[2 * 16]) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         const __m512i words = _mm512_loadu_si512(&rows[r][i].bits);
@@ -487,7 +487,7 @@ struct StripMasks {
 /// widened with a shift and an and instead of a shuffle (store_strip reorders
 /// them): 16 rows ran 20% faster than with vpmovzxwd.
 template <class W, int NB>
-CPX_TARGET_AVX512 inline void load_strip(const W* wr, const StripMasks<W, NB>& masks, __m512 (&wv)[NB]) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void load_strip(const W* wr, const StripMasks<W, NB>& masks, __m512 (&wv)[NB]) {
     if constexpr (std::is_same_v<W, float>) {
 #pragma GCC unroll 16
         for (int k = 0; k < NB; ++k) wv[k] = _mm512_maskz_loadu_ps(masks.m[k], wr + 16 * k);
@@ -504,7 +504,7 @@ CPX_TARGET_AVX512 inline void load_strip(const W* wr, const StripMasks<W, NB>& m
 /// Writes (or adds) a strip's NB accumulators to yr[0, cols), putting the bf16
 /// strips' even and odd columns back in order.
 template <class W, int NB>
-CPX_TARGET_AVX512 inline void store_strip(__m512 (&acc)[NB], float* yr, int cols, bool accumulate) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_strip(__m512 (&acc)[NB], float* yr, int cols, bool accumulate) {
     if constexpr (!std::is_same_v<W, float>) {
         const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
         const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
