@@ -1,10 +1,13 @@
-// Observers: tokens per expert per layer and the mu share of Q, K and V.
+// Observers: tokens per expert per layer, the mu share of Q, K and V, and the time per part and layer.
 #include <doctest/doctest.h>
 
 #include <cpx/config/presets.hpp>
 #include <cpx/models/complexity/model.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
@@ -115,4 +118,59 @@ TEST_CASE("observers do not change the logits") {
     observed.attach(mu);
     const auto tokens = cpx::testing::random_tokens(15, Routed::vocab, 11);
     CHECK(plain.forward(tokens) == observed.forward(tokens));
+}
+
+TEST_CASE("step times: each part of each layer timed, within the calls' wall time, the logits unchanged") {
+    const auto w = cpx::testing::test_weights<Routed>(21);
+    ComplexityModel<Routed> plain(w), timed(w);
+    StepTimes<Routed::layers> times;
+    timed.attach(times);
+    const auto tokens = cpx::testing::random_tokens(17, Routed::vocab, 22);
+    const auto start = std::chrono::steady_clock::now();
+    // The last position's logits: the timer, unlike the observers above, keeps the last layer
+    // to the rows that get logits, so the result is bit for bit the untimed model's.
+    const auto got = timed.forward(tokens, LogitsAt::last);
+    KVCache<Routed> cache(32);
+    std::vector<float> step(Routed::vocab);
+    for (std::int64_t t : {std::int64_t{3}, std::int64_t{5}})
+        timed.extend(cache, std::span(&t, 1), LogitsAt::all, cpu::rows_of(step.data(), 1, Routed::vocab));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(got == plain.forward(tokens, LogitsAt::last));
+    CHECK(times.calls == 3);
+    for (int l = 0; l < Routed::layers; ++l) {
+        CAPTURE(l);
+        CHECK(times.attention[l] > 0.0);
+        CHECK(times.mlp[l] > 0.0);
+        // mu-guidance feeds the next layer: none after the last.
+        if (l + 1 < Routed::layers) CHECK(times.mu[l] > 0.0);
+        else CHECK(times.mu[l] == 0.0);
+    }
+    CHECK(times.embed > 0.0);
+    CHECK(times.head > 0.0);
+    CHECK(times.total() <= wall);
+
+    times.reset();
+    CHECK(times.calls == 0);
+    CHECK(times.total() == 0.0);
+    ComplexityModel<Routed> copy = timed;  // a copy starts with no observers
+    copy.forward(tokens, LogitsAt::last);
+    CHECK(times.calls == 0);
+    timed.detach_observers();
+    timed.forward(tokens, LogitsAt::last);
+    CHECK(times.calls == 0);
+    CHECK(times.total() == 0.0);
+}
+
+TEST_CASE("step times of a model without mu-guidance leave mu at zero") {
+    using Dense = presets::TinyDense;
+    ComplexityModel<Dense> model(cpx::testing::test_weights<Dense>(23));
+    StepTimes<Dense::layers> times;
+    model.attach(times);
+    model.forward(cpx::testing::random_tokens(9, Dense::vocab, 24));
+    CHECK(times.calls == 1);
+    for (int l = 0; l < Dense::layers; ++l) {
+        CHECK(times.attention[l] > 0.0);
+        CHECK(times.mlp[l] > 0.0);
+        CHECK(times.mu[l] == 0.0);
+    }
 }

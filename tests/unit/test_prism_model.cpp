@@ -6,6 +6,7 @@
 #include <cpx/models/generation.hpp>
 #include <cpx/models/prism/model.hpp>
 
+#include <chrono>
 #include <random>
 
 #include "last_rows_check.hpp"
@@ -119,6 +120,30 @@ TEST_CASE("decoding token by token through the KV cache equals the full forward 
     CHECK(cache.length() == 48);
     // Same arithmetic, different GEMM shapes (1 row vs 48): fp32 rounding only.
     CHECK(testing::relative_error(stepwise, full) < 1e-5);
+}
+
+TEST_CASE("step times: attention and MLP of each layer, embedding and head timed; the logits unchanged") {
+    const auto w = test_weights<Tiny>(62);
+    PrismModel<Tiny> plain(w), timed(w);
+    StepTimes<Tiny::layers> times;
+    timed.attach(times);
+    const auto tokens = random_tokens(20, Tiny::vocab, 63);
+    const auto start = std::chrono::steady_clock::now();
+    const auto got = timed.forward(tokens, LogitsAt::last);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(got == plain.forward(tokens, LogitsAt::last));
+    CHECK(times.calls == 1);
+    for (int l = 0; l < Tiny::layers; ++l) {
+        CHECK(times.attention[l] > 0.0);
+        CHECK(times.mlp[l] > 0.0);
+        CHECK(times.mu[l] == 0.0);  // PRISM has no mu-guidance
+    }
+    CHECK(times.embed > 0.0);
+    CHECK(times.head > 0.0);
+    CHECK(times.total() <= wall);
+    timed.detach_observers();
+    timed.forward(tokens, LogitsAt::last);
+    CHECK(times.calls == 1);
 }
 
 TEST_CASE("a prefill returning the last logits or none fills the caches as one returning every row") {

@@ -43,6 +43,7 @@
 #include "cpx/models/complexity/cpu_views.hpp"
 #include "cpx/models/complexity/packs.hpp"
 #include "cpx/models/complexity/observers.hpp"
+#include "cpx/models/step_times.hpp"
 #include "cpx/models/compute_choice.hpp"
 #include "cpx/models/complexity/weights.hpp"
 #include "cpx/models/kv_cache.hpp"
@@ -114,7 +115,13 @@ public:
                             " heads, it is ", distance.layers(), " x ", distance.heads());
         distance_ = &distance;
     }
-    void detach_observers() { expert_load_ = nullptr, mu_contributions_ = nullptr, distance_ = nullptr; }
+    /// Time per part and layer of every call (models/step_times.hpp). Unlike the observers
+    /// above it changes nothing the call computes: the last layer still skips the rows that get
+    /// no logits.
+    void attach(StepTimes<C::layers>& times) { step_times_ = &times; }
+    void detach_observers() {
+        expert_load_ = nullptr, mu_contributions_ = nullptr, distance_ = nullptr, step_times_ = nullptr;
+    }
 
     // ---- sizes
 
@@ -150,6 +157,8 @@ private:
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                       const StridedMatrix<float>& logits, CallSize size) {
+        StepTimes<C::layers>* const times = step_times_.get();
+        detail::PartClock clock(times != nullptr);
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
 
@@ -161,6 +170,7 @@ private:
         embed(h);
         if constexpr (C::use_mu)
             for (index_t r = 0; r < n; ++r) std::copy_n(weights_.mu_init.data(), C::hidden, x.row(r) + C::hidden);
+        if (times) times->embed += clock.lap(), ++times->calls;
 
         const cpu::QueryRows last_queries = last_layer_queries(at, observed());
         Rows<C::hidden> r = h;  // the residual rows the current layer carries on
@@ -188,6 +198,7 @@ private:
                     if (mu_contributions_) mu_obs = &mu_contributions_->layers[l];
                 attention_.forward(attention, x, rows_, r, mu_obs, queries);
             }
+            if (times) times->attention[l] += clock.lap();
             if (r.rows == 0) break;  // QueryRows::none: no logits, the caches are complete
             const Rows<C::hidden> m = cpu::block_in<C::hidden>(m_, r.rows);
             cpu::rmsnorm_rows(r, weights_.layers[l].post_attention_layernorm.data(), m, C::norm_eps);
@@ -199,11 +210,13 @@ private:
             if constexpr (C::mlp == MlpKind::token_routed) mlp_.forward(mlp, m, tokens, routing(l), r, counts);
             else if constexpr (C::mlp == MlpKind::learned_router) mlp_.forward(mlp, m, r, counts);
             else mlp_.forward(mlp, m, r);
+            if (times) times->mlp[l] += clock.lap();
             if constexpr (C::use_mu)
                 if (l + 1 < C::layers) {
                     auto mu = weights_.mu_guidance(l);
                     if (packs) packs->attach_mu_guidance(l, mu);
                     cpu::next_mu<C, W>(mu, h, x.template columns<C::hidden>(C::hidden), scratch_);
+                    if (times) times->mu[l] += clock.lap();
                 }
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
@@ -212,6 +225,7 @@ private:
         head(at == LogitsAt::last && last_queries == cpu::QueryRows::all ? finished_rows(batch, cpu::QueryRows::last, h)
                                                                           : r,
              logits);
+        if (times) times->head += clock.lap();
     }
 
     bool observed() const { return expert_load_ || mu_contributions_ || distance_; }
@@ -281,6 +295,7 @@ private:
     ObserverPtr<ExpertLoad<C>> expert_load_;
     ObserverPtr<MuContributions<C>> mu_contributions_;
     ObserverPtr<cpu::AttentionDistance> distance_;
+    ObserverPtr<StepTimes<C::layers>> step_times_;
 };
 
 }  // namespace cpx

@@ -43,6 +43,7 @@
 #include "cpx/models/prism/weights.hpp"
 #include "cpx/models/sequence_batch.hpp"
 #include "cpx/models/sequence_model.hpp"
+#include "cpx/models/step_times.hpp"
 
 namespace cpx {
 
@@ -88,7 +89,10 @@ public:
                             " heads, it is ", distance.layers(), " x ", distance.heads());
         distance_ = &distance;
     }
-    void detach_observers() { distance_ = nullptr; }
+    /// Time per part and layer of every call (models/step_times.hpp); changes nothing the call
+    /// computes.
+    void attach(StepTimes<C::layers>& times) { step_times_ = &times; }
+    void detach_observers() { distance_ = nullptr, step_times_ = nullptr; }
 
     // ---- sizes
 
@@ -110,12 +114,15 @@ private:
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,
                       const StridedMatrix<float>& logits, CallSize size) {
+        StepTimes<C::layers>* const times = step_times_.get();
+        detail::PartClock clock(times != nullptr);
         const index_t n = size.rows;
         reserve(n, size.sequences, size.max_keys);
 
         const Matrix<float> x(x_.data(), n, C::hidden), normed(normed_.data(), n, C::hidden);
         const Matrix<float> hidden(hidden_.data(), n, C::mlp_width);
         embed(batch, caches, x);
+        if (times) times->embed += clock.lap(), ++times->calls;
         const PrismPacks<C, W>* packs = compute_.packs(weights_);
         const cpu::QueryRows last_queries = last_layer_queries(at, static_cast<bool>(distance_));
         index_t carried = n;  // rows [0, carried) of x: the residual rows the current layer carries on
@@ -136,10 +143,12 @@ private:
             else
                 attention_.forward(attention, attention_in, rows_, residual, cpu::Write::accumulate,
                                    cpu::NoAttentionObserver{}, queries);
+            if (times) times->attention[l] += clock.lap();
             if (carried == 0) break;  // QueryRows::none: no logits, the caches are complete
             const Matrix<float> r = x.rows(0, carried), rn = normed.rows(0, carried);
             cpu::layernorm<float, float, float>(r, w.ln_2_w(), w.ln_2_b(), rn, C::ln_eps);
             cpu::gelu_mlp(rn, mlp, hidden.rows(0, carried), r, scratch_, cpu::Write::accumulate);
+            if (times) times->mlp[l] += clock.lap();
         }
         for (std::size_t s = 0; s < caches.size(); ++s) caches[s]->advance(static_cast<index_t>(batch[s].size()));
         if (at == LogitsAt::none) return;
@@ -147,6 +156,7 @@ private:
         if (at == LogitsAt::last && last_queries == cpu::QueryRows::all)
             carried = last_rows_to_front(batch, cpu::QueryRows::last, x);
         head(x.rows(0, carried), logits);
+        if (times) times->head += clock.lap();
     }
 
     /// Each sequence's last row of x moved to row s (rows only move up, so none is overwritten
@@ -190,6 +200,7 @@ private:
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;
     ObserverPtr<cpu::AttentionDistance> distance_;
+    ObserverPtr<StepTimes<C::layers>> step_times_;
 };
 
 }  // namespace cpx
