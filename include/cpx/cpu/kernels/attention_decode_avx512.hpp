@@ -109,8 +109,8 @@ inline constexpr index_t score_block = 8;
 /// Chunks is 0). even/odd: the queries split by parity (bf16 keys) or whole in `even` (fp32 keys).
 template <index_t Rows, int Chunks, class KV>
 CPX_TARGET_AVX512 CPX_FORCE_INLINE void key_products(const KV* key, const float (*even)[max_decode_head_dim],
-                                           const float (*odd)[max_decode_head_dim / 2],
-                                           __m512 (&part)[Rows][score_block], int slot, int chunks) {
+                                                     const float (*odd)[max_decode_head_dim / 2],
+                                                     __m512 (&part)[Rows][score_block], int slot, int chunks) {
     for (int c = 0; c < (Chunks > 0 ? Chunks : chunks); ++c) {
         __m512 x0, x1;
         if constexpr (std::is_same_v<KV, float>) {
@@ -133,8 +133,8 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void key_products(const KV* key, const float 
 
 /// s[i * s_stride + j] = the lane sum of part[i][j] for i < Rows, j < count (<= 8).
 template <index_t Rows>
-CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_block_scores(__m512 (&part)[Rows][score_block], float* s, index_t s_stride,
-                                                 index_t count) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_block_scores(__m512 (&part)[Rows][score_block], float* s,
+                                                           index_t s_stride, index_t count) {
     for (index_t i = 0; i < Rows; ++i) {
         const __m256 sums = _mm512_castps512_ps256(sum_lanes_8(part[i]));
         if (count == score_block) _mm256_storeu_ps(s + i * s_stride, sums);

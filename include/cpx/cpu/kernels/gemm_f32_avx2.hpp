@@ -71,7 +71,8 @@ struct Accumulators {
     __m256i mask[NV];
     bool full;
 
-    CPX_TARGET_AVX2 CPX_FORCE_INLINE Accumulators(const float* c, index_t ldc, index_t cols, bool load_c) : full(cols >= 8 * NV) {
+    CPX_TARGET_AVX2 CPX_FORCE_INLINE Accumulators(const float* c, index_t ldc, index_t cols, bool load_c)
+        : full(cols >= 8 * NV) {
         if (full) {
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r)
@@ -109,7 +110,8 @@ struct Accumulators {
 namespace detail {
 /// acc[r][.] += a[r] * b[.] for one input of the strip whose NV vectors start at `b`.
 template <int MR, int NV>
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void step(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t k, const float* b) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void step(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t k,
+                                          const float* b) {
     __m256 bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + 8 * v);
@@ -124,7 +126,8 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void step(Accumulators<MR, NV>& acc, const floa
 /// One half of a bf16 input pair: its even (Odd = false) or odd inputs, widened; `b` points
 /// at the strip's words of the pair.
 template <int MR, int NV, bool Odd>
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void half_pair(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t p, const bf16* b) {
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void half_pair(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t p,
+                                               const bf16* b) {
     __m256 bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {

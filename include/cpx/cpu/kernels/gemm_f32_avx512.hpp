@@ -77,8 +77,8 @@ inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, i
 namespace detail {
 /// One half of input pair p of a bf16 panel: its even (Odd = false) or odd inputs, widened.
 template <int MR, bool Odd>
-CPX_TARGET_AVX512 CPX_FORCE_INLINE void half_pair(avx512_tile::Accumulators<MR>& acc, const float* const (&arow)[MR], index_t p,
-                                        const bf16* bp) {
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void half_pair(avx512_tile::Accumulators<MR>& acc, const float* const (&arow)[MR],
+                                                  index_t p, const bf16* bp) {
     constexpr int NV = avx512_tile::vectors;
     __m512 bv[NV];
 #pragma GCC unroll 4
