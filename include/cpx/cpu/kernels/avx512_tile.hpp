@@ -84,8 +84,9 @@ struct Prefetcher : LineStream<false> {
 /// lines belong to the next panel, the next a thread's loop visits.
 inline constexpr int stream_distance = 4096;
 
-/// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`.
-inline void fetch_stream(const void* step) {
+/// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`
+/// (forced inline for the reason prefetch_lines_l1 is).
+CPX_FORCE_INLINE void fetch_stream(const void* step) {
     const char* p = static_cast<const char*>(step) + stream_distance;
 #pragma GCC unroll 4
     for (int v = 0; v < vectors; ++v) _mm_prefetch(p + 64 * v, _MM_HINT_T0);

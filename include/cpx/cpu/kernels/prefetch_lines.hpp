@@ -16,12 +16,15 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
+#include "cpx/core/host_device.hpp"  // CPX_FORCE_INLINE
 #include "cpx/core/tensor_view.hpp"  // index_t
 
 namespace cpx::cpu {
 
-/// Prefetches the `bytes` from `row` into L1.
-inline void prefetch_lines_l1(const void* row, index_t bytes) {
+/// Prefetches the `bytes` from `row` into L1. Forced inline: GCC 12 deletes a call to a
+/// function whose only effect is a prefetch when it reaches the call before inlining it (as
+/// inside a CPX_FORCE_INLINE helper), taking it for a call without effects.
+CPX_FORCE_INLINE void prefetch_lines_l1(const void* row, index_t bytes) {
     for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
 }
 
