@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "prism_reference.hpp"
@@ -182,6 +183,70 @@ TEST_CASE("chunks through a KV cache reproduce the one-shot layer: chunked prefi
         }
         // Same arithmetic per row up to GEMM blocking: a few fp32 ulps.
         CHECK_MESSAGE(testing::relative_error(out, whole) < 1e-5, "chunk size ", chunk);
+    }
+}
+
+namespace {
+/// d 128, H 4, R 2: D 64, U [512, 128]; the input-major product splits U's rows into four
+/// chunks of two heads each, so a decode row runs head by head.
+using FourChunks = PrismAttentionShape<PrismAttentionDims{.hidden = 128, .heads = 4}>;
+/// d 160, H 5, R 2: D 64, U [640, 160] in chunks of 160 rows, which split heads.
+using SplitHeads = PrismAttentionShape<PrismAttentionDims{.hidden = 160, .heads = 5}>;
+static_assert(cpu::PrismAttention<SplitHeads>::decodes_by_head == false);
+
+/// One decode row after a prefill of T - 1 rows, head by head (no observer) and through the
+/// whole-layer path (an observer that does nothing), on `threads` threads: the outputs and the
+/// cached rows must be the same bits.
+template <class W, class KV>
+void check_decode_by_head(int threads, cpu::Write mode) {
+    using S = FourChunks;
+    const int d = S::hidden, rows = S::u_rows, heads = S::physical_heads, D = S::head_dim, T = 23;
+    const auto uf = orthogonal_u(rows, d, 181);
+    std::vector<W> u(uf.size());
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = from_float<W>(uf[i]);
+    const cpu::PrismAttentionWeights<W> w{Matrix<const W>(u.data(), rows, d), 0.35f};
+    const auto x = testing::random_normal(std::size_t(T) * d, 182);
+    const auto residual = testing::random_normal(std::size_t(d), 183);
+    cpu::PrismAttention<S, W, KV> layer(32);
+    std::vector<KV> k[2], v[2];
+    std::vector<float> out[2];
+    for (int path = 0; path < 2; ++path) {
+        k[path].assign(std::size_t(32) * heads * D, from_float<KV>(0.0f));
+        v[path] = k[path];
+        const auto keys = cpu::packed_heads(k[path].data(), 32, heads, D);
+        const auto values = cpu::packed_heads(v[path].data(), 32, heads, D);
+        auto prefill = testing::poisoned<float>(std::size_t(T - 1) * d);
+        const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
+        layer.forward(w, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1), cpu::rows_of(prefill.data(), T - 1, d),
+                      cpu::Write::overwrite);
+        out[path] = mode == cpu::Write::accumulate ? residual : testing::poisoned<float>(std::size_t(d));
+        const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
+        const auto dst = cpu::rows_of(out[path].data(), 1, d);
+        testing::on_threads(path == 0 ? threads : 2, [&] {
+            if (path == 0) layer.forward(w, row, std::span(&last, 1), dst, mode);
+            else layer.forward(w, row, std::span(&last, 1), dst, mode, [](int, index_t, const float*, index_t) {});
+        });
+    }
+    for (int i = 0; i < d; ++i) REQUIRE_MESSAGE(out[0][i] == out[1][i], "output ", i);
+    const auto same_bits = [](const std::vector<KV>& a, const std::vector<KV>& b) {
+        return std::memcmp(a.data(), b.data(), a.size() * sizeof(KV)) == 0;
+    };
+    CHECK(same_bits(k[0], k[1]));
+    CHECK(same_bits(v[0], v[1]));
+}
+}  // namespace
+
+TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32 and bf16 U and cache, 1-3 threads)") {
+    static_assert(cpu::PrismAttention<FourChunks>::decodes_by_head);
+    if (cpu::vector_isa() != cpu::VectorIsa::avx512) {
+        MESSAGE("skipped: this CPU has no AVX-512, where decode rows run head by head");
+        return;
+    }
+    for (int threads : {1, 2, 3}) {
+        check_decode_by_head<float, float>(threads, cpu::Write::overwrite);
+        check_decode_by_head<bf16, bf16>(threads, cpu::Write::overwrite);
+        check_decode_by_head<bf16, float>(threads, cpu::Write::accumulate);
+        check_decode_by_head<float, bf16>(threads, cpu::Write::accumulate);
     }
 }
 

@@ -566,16 +566,18 @@ constexpr index_t row_nn_scratch(index_t in, index_t out, index_t max_rows) {
 }
 
 namespace detail {
-/// parts = sum over weight rows [i0, i1) of x[m, i] w[i, :] for one input row, strip
-/// by strip in load_strip's layout (strips of 16 nn_strip_vectors columns).
+/// parts (= or, with `add`, +=) sum over weight rows [i0, i1) of x[i] w[i, :] for one
+/// input row, strip by strip in load_strip's layout (strips of 16 nn_strip_vectors columns). Rows
+/// are added one after the other, so calls over consecutive row ranges adding to the same
+/// parts give the bits of one call over their union.
 template <class W>
 CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1,
-                                        float* parts) {
+                                        float* parts, bool add = false) {
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
     const index_t strips = (w.cols + strip - 1) / strip;
     const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
-    std::fill_n(parts, strips * strip, 0.0f);
+    if (!add) std::fill_n(parts, strips * strip, 0.0f);
     for (index_t i = i0; i < i1; ++i) {
         const W* wr = w.data + i * w.ld;
         const __m512 xv = _mm512_set1_ps(x[i]);

@@ -11,6 +11,7 @@
 // run through a KV cache, one for those that do not): signal and noise heads
 // differ only in the RoPE applied before it and the weight applied after it.
 // The two products with U are the shared weight products (cpu/kernels/linear.hpp).
+// One sequence's decode row (batch 1) runs head by head instead (decode_row below).
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +55,16 @@ public:
     using Weights = PrismAttentionWeights<W>;
     static constexpr int H = S::heads, D = S::head_dim, width = S::u_rows;
 
+    /// Whether a batch-1 decode row can run head by head (decode_row): the input-major product's
+    /// chunks of U's rows hold whole heads. Such a row then does, where U is unpacked and the
+    /// CPU runs AVX-512.
+#ifdef CPX_HAVE_GEMV_AVX512
+    static constexpr bool decodes_by_head =
+        width % avx512::row_nn_chunks(width) == 0 && (width / avx512::row_nn_chunks(width)) % D == 0;
+#else
+    static constexpr bool decodes_by_head = false;
+#endif
+
     explicit PrismAttention(index_t max_positions)
         : signal_(S::signal_rope, D, max_positions), noise_(S::noise_rope, D, max_positions) {}
 
@@ -71,6 +82,7 @@ public:
         cached_.reserve(static_cast<std::size_t>(sequences));
         fresh_.reserve(static_cast<std::size_t>(sequences));
         ws_.reserve(1, D, D, max_keys, !std::is_same_v<KV, float>);
+        reserve_heads(max_keys);
     }
 
     /// out (= or +=, per `mode`) PRISM attention of `input` for every sequence
@@ -90,6 +102,9 @@ public:
         const index_t outs = query_output_rows(queries, n, static_cast<index_t>(sequences.size()));
         check_shapes(w, input, sequences, out, outs, queries);
         if (n == 0) return;
+        if constexpr (std::is_same_v<Observer, NoAttentionObserver>) {
+            if (decode_row(w, input, sequences, out, mode, queries)) return;
+        }
 
         // h = x U^T: values, and (copied, rotated) queries and keys.
         const StridedMatrix<float, width> h = block_in<width>(h_, n);
@@ -162,6 +177,92 @@ public:
     }
 
 private:
+#ifdef CPX_HAVE_GEMV_AVX512
+    /// Chunks of U's rows in the input-major product (gemv_rows_nn_streamed's split).
+    static constexpr index_t chunks = avx512::row_nn_chunks(width);
+#endif
+
+    /// One sequence's one new row through its cache (batch-1 decode, unpacked U, AVX-512),
+    /// head by head: each thread takes whole chunks of U's rows, as the output product
+    /// splits them, and for each head of its chunk projects the head's D rows of U, rotates
+    /// and caches it, attends over the cache and adds the head's rows of U times its output
+    /// to the chunk's partial sums; the chunks are then summed in order. Every number is
+    /// the one the whole-layer path computes (the same kernels, rows added in the same order),
+    /// but U's rows are read the second time a head's cache pass after the first (from L2),
+    /// not after every head's (from L3 or memory), and the layer forks once instead of three
+    /// times. Returns false where it does not apply.
+    bool decode_row([[maybe_unused]] const Weights& w,
+                    [[maybe_unused]] const StridedMatrix<const float, S::hidden>& input,
+                    [[maybe_unused]] std::span<const SequenceRows<KV>> sequences,
+                    [[maybe_unused]] const StridedMatrix<float, S::hidden>& out, [[maybe_unused]] Write mode,
+                    [[maybe_unused]] QueryRows queries) {
+#ifdef CPX_HAVE_GEMV_AVX512
+        if constexpr (decodes_by_head && (std::is_same_v<W, float> || std::is_same_v<W, bf16>)) {
+            if (input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none || w.u_packed ||
+                w.u_t_packed || !sequences[0].cache_k.data || vector_isa() != VectorIsa::avx512)
+                return false;
+            const SequenceRows<KV>& s = sequences[0];
+            const index_t position = s.offset, stride = avx512::row_nn_stride(S::hidden);
+            reserve_heads(position + 1);
+            float* const h = grow(h_, width);
+            float* const rotated = grow(rotated_, width);
+            float* const y = grow(y_, width);
+            float* const parts = head_parts_.data();
+            const StridedMatrix<const W> u = rows_of(w.u);
+            const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+            const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
+            const float noise_scale = -w.lambda * scale;
+            parallel_team(max_threads(), [&](int t, int team) {
+                for_share(chunks, t, team, [&](index_t c) {
+                    constexpr int heads_in_chunk = static_cast<int>(width / chunks / D);
+                    for (int j = 0; j < heads_in_chunk; ++j) {
+                        const int head = static_cast<int>(c) * heads_in_chunk + j;
+                        const index_t r0 = static_cast<index_t>(head) * D;
+                        linear<W>(input, u.rows_range(r0, D), StridedMatrix<float>{h + r0, 1, D, D}, Write::overwrite,
+                                  head_scratch_[static_cast<std::size_t>(t)]);
+                        std::copy_n(h + r0, D, rotated + r0);
+                        const HeadRows<float> q = packed_heads(rotated + r0, 1, 1, D);
+                        apply_rope(head < H ? signal_ : noise_, q, position);
+                        store(q, s.cache_k.sub_heads(head, 1), position);
+                        store(packed_heads(h + r0, 1, 1, D), s.cache_v.sub_heads(head, 1), position);
+                        const AttentionProblem<KV> problem{q, s.cache_k.sub_heads(head, 1),
+                                                           s.cache_v.sub_heads(head, 1),
+                                                           packed_heads(y + r0, 1, 1, D), position};
+                        causal_attention_batch<KV>(std::span(&problem, 1), softmax_scale,
+                                                   head_ws_[static_cast<std::size_t>(t)], Compute::fp32);
+                        const float f = head < H ? scale : noise_scale;
+                        for (index_t i = r0; i < r0 + D; ++i) y[i] *= f;
+                        avx512::detail::gemv_row_nn_part<W>(y, u, r0, r0 + D, parts + c * stride, j > 0);
+                    }
+                });
+                team_barrier(team);
+                for_share(index_t{1}, t, team, [&](index_t) {
+                    avx512::detail::sum_chunks_nn<W>(parts, 0, 1, chunks, stride, S::hidden, out.row(0),
+                                                     mode == Write::accumulate);
+                });
+            });
+            return true;
+        }
+#endif
+        return false;
+    }
+
+    /// Per-thread scratch of decode_row for caches of up to `max_keys` positions, all of it
+    /// sized before its parallel region (where an allocation failure could not be thrown).
+    void reserve_heads([[maybe_unused]] index_t max_keys) {
+#ifdef CPX_HAVE_GEMV_AVX512
+        if constexpr (decodes_by_head) {
+            const auto threads = static_cast<std::size_t>(max_threads());
+            if (head_ws_.size() < threads) head_ws_.resize(threads);
+            if (head_scratch_.size() < threads) head_scratch_.resize(threads);
+            for (AttentionWorkspace& ws : head_ws_) ws.reserve(1, D, D, max_keys, !std::is_same_v<KV, float>);
+            for (LinearScratch& x : head_scratch_) x.lanes(static_cast<std::size_t>(avx512::lanes_scratch(S::hidden)));
+            const auto floats = static_cast<std::size_t>(chunks * avx512::row_nn_stride(S::hidden));
+            if (head_parts_.size() < floats) head_parts_.assign(floats, 0.0f);
+        }
+#endif
+    }
+
     void check_shapes(const Weights& w, const StridedMatrix<const float, S::hidden>& input,
                       std::span<const SequenceRows<KV>> sequences, const StridedMatrix<float, S::hidden>& out,
                       index_t outs, QueryRows queries) const {
@@ -215,6 +316,9 @@ private:
     std::vector<AttentionProblem<float>> fresh_;
     AttentionWorkspace ws_;
     LinearScratch scratch_;
+    std::vector<AttentionWorkspace> head_ws_;  // decode_row's, one per thread
+    std::vector<LinearScratch> head_scratch_;
+    AlignedVector<float> head_parts_;
 };
 
 }  // namespace cpx::cpu
