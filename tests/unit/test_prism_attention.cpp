@@ -196,15 +196,22 @@ static_assert(cpu::PrismAttention<SplitHeads>::decodes_by_head == false);
 
 /// One decode row after a prefill of T - 1 rows, head by head (no observer) and through the
 /// whole-layer path (an observer that does nothing), on `threads` threads: the outputs and the
-/// cached rows must be the same bits.
+/// cached rows must be the same bits. `fp32_packs`: the head-by-head row is given U's fp32 packs
+/// too, which it leaves for the stored U (the same arithmetic, U read once).
 template <class W, class KV>
-void check_decode_by_head(int threads, cpu::Write mode) {
+void check_decode_by_head(int threads, cpu::Write mode, bool fp32_packs = false) {
     using S = FourChunks;
     const int d = S::hidden, rows = S::u_rows, heads = S::physical_heads, D = S::head_dim, T = 23;
     const auto uf = orthogonal_u(rows, d, 181);
     std::vector<W> u(uf.size());
     for (std::size_t i = 0; i < u.size(); ++i) u[i] = from_float<W>(uf[i]);
     const cpu::PrismAttentionWeights<W> w{Matrix<const W>(u.data(), rows, d), 0.35f};
+    const StridedMatrix<const W> stored = cpu::rows_of(Matrix<const W>(u.data(), rows, d));
+    const auto out_in = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
+    const auto in_out = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::in_out, cpu::Compute::fp32_packed);
+    cpu::PrismAttentionWeights<W> packed = w;
+    packed.u_packed = &out_in;
+    packed.u_t_packed = &in_out;
     const auto x = testing::random_normal(std::size_t(T) * d, 182);
     const auto residual = testing::random_normal(std::size_t(d), 183);
     cpu::PrismAttention<S, W, KV> layer(32);
@@ -223,7 +230,7 @@ void check_decode_by_head(int threads, cpu::Write mode) {
         const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
         const auto dst = cpu::rows_of(out[path].data(), 1, d);
         testing::on_threads(path == 0 ? threads : 2, [&] {
-            if (path == 0) layer.forward(w, row, std::span(&last, 1), dst, mode);
+            if (path == 0) layer.forward(fp32_packs ? packed : w, row, std::span(&last, 1), dst, mode);
             else layer.forward(w, row, std::span(&last, 1), dst, mode, [](int, index_t, const float*, index_t) {});
         });
     }
@@ -236,7 +243,7 @@ void check_decode_by_head(int threads, cpu::Write mode) {
 }
 }  // namespace
 
-TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32 and bf16 U and cache, 1-3 threads)") {
+TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32/bf16 U and cache, fp32 packs, 1-3 threads)") {
     static_assert(cpu::PrismAttention<FourChunks>::decodes_by_head);
     if (cpu::vector_isa() != cpu::VectorIsa::avx512) {
         MESSAGE("skipped: this CPU has no AVX-512, where decode rows run head by head");
@@ -247,6 +254,8 @@ TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32 and 
         check_decode_by_head<bf16, bf16>(threads, cpu::Write::overwrite);
         check_decode_by_head<bf16, float>(threads, cpu::Write::accumulate);
         check_decode_by_head<float, bf16>(threads, cpu::Write::accumulate);
+        check_decode_by_head<float, float>(threads, cpu::Write::accumulate, true);
+        check_decode_by_head<bf16, bf16>(threads, cpu::Write::overwrite, true);
     }
 }
 

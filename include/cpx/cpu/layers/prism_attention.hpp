@@ -56,8 +56,8 @@ public:
     static constexpr int H = S::heads, D = S::head_dim, width = S::u_rows;
 
     /// Whether a batch-1 decode row can run head by head (decode_row): the input-major product's
-    /// chunks of U's rows hold whole heads. Such a row then does, where U is unpacked and the
-    /// CPU runs AVX-512.
+    /// chunks of U's rows hold whole heads. Such a row then does, where U is unpacked or packed
+    /// for fp32 arithmetic (not for bf16) and the CPU runs AVX-512.
 #ifdef CPX_HAVE_GEMV_AVX512
     static constexpr bool decodes_by_head =
         width % avx512::row_nn_chunks(width) == 0 && (width / avx512::row_nn_chunks(width)) % D == 0;
@@ -182,8 +182,8 @@ private:
     static constexpr index_t chunks = avx512::row_nn_chunks(width);
 #endif
 
-    /// One sequence's one new row through its cache (batch-1 decode, unpacked U, AVX-512),
-    /// head by head: each thread takes whole chunks of U's rows, as the output product
+    /// One sequence's one new row through its cache (batch-1 decode, U unpacked or in fp32
+    /// packs, AVX-512), head by head: each thread takes whole chunks of U's rows, as the output product
     /// splits them, and for each head of its chunk projects the head's D rows of U, rotates
     /// and caches it, attends over the cache and adds the head's rows of U times its output
     /// to the chunk's partial sums; the chunks are then summed in order. Every number is
@@ -198,8 +198,11 @@ private:
                     [[maybe_unused]] QueryRows queries) {
 #ifdef CPX_HAVE_GEMV_AVX512
         if constexpr (decodes_by_head && (std::is_same_v<W, float> || std::is_same_v<W, bf16>)) {
-            if (input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none || w.u_packed ||
-                w.u_t_packed || !sequences[0].cache_k.data || vector_isa() != VectorIsa::avx512)
+            // fp32 packs hold the stored values in another layout: the stored U gives the same
+            // arithmetic read once, where the two packs would each be read from memory.
+            if (input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none ||
+                compute_of(w.u_packed) == Compute::bf16 || compute_of(w.u_t_packed) == Compute::bf16 ||
+                !sequences[0].cache_k.data || vector_isa() != VectorIsa::avx512)
                 return false;
             const SequenceRows<KV>& s = sequences[0];
             const index_t position = s.offset, stride = avx512::row_nn_stride(S::hidden);
