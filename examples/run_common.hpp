@@ -10,6 +10,7 @@
 #include <cpx/io/npy.hpp>
 #include <cpx/models/generation.hpp>
 #include <cpx/models/sequence_batch.hpp>
+#include <cpx/models/step_times.hpp>
 #include <cpx/text/tokenizer.hpp>
 
 #include "device_calls.hpp"
@@ -172,6 +173,34 @@ void apply_compute(Model& model, const Options& o) {
                     vector_kernel_name(), model.packed_bytes() / 1e6);
 }
 
+/// --profile: the same generation again (a warmed-up model: one prefill, then the decode
+/// steps) with a StepTimes observer, printed as each part's share of the observed time and
+/// per layer.
+template <class Model>
+void report_profile(Model& model, const Options& o, cpx::index_t capacity) {
+    using Config = typename Model::Config;
+    cpx::StepTimes<Config::layers> times;
+    typename Model::Cache cache(capacity);
+    model.attach(times);
+    const auto start = std::chrono::steady_clock::now();
+    cpx::generate(model, cache, o.tokens, {.max_new_tokens = o.generate, .sampling = o.sampling});
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    model.detach_observers();
+    double attention = 0, mlp = 0, mu = 0;
+    for (int l = 0; l < Config::layers; ++l) attention += times.attention[l], mlp += times.mlp[l], mu += times.mu[l];
+    const double total = times.total();
+    const auto share = [&](double t) { return total > 0 ? 100.0 * t / total : 0.0; };
+    std::printf("profile: the generation again, %lld model calls in %.3f ms, %.3f ms of them in the parts: "
+                "attention %.3f ms (%.0f%%), MLP %.3f ms (%.0f%%), mu-guidance %.3f ms (%.0f%%), embedding %.3f ms "
+                "(%.0f%%), final norm and head %.3f ms (%.0f%%)\n",
+                static_cast<long long>(times.calls), wall * 1e3, total * 1e3, attention * 1e3, share(attention),
+                mlp * 1e3, share(mlp), mu * 1e3, share(mu), times.embed * 1e3, share(times.embed), times.head * 1e3,
+                share(times.head));
+    for (int l = 0; l < Config::layers; ++l)
+        std::printf("  layer %d: attention %.3f ms, MLP %.3f ms, mu-guidance %.3f ms\n", l, times.attention[l] * 1e3,
+                    times.mlp[l] * 1e3, times.mu[l] * 1e3);
+}
+
 /// The prompt's logits (optionally dumped), then a warm-up and a timed
 /// generation through the KV cache, printed; with a tokenizer, text in and out.
 template <class Model>
@@ -196,6 +225,8 @@ int run_model(Model& model, const Options& options) {
         else
             throw UsageError("--attention-distance: this model has no PRISM attention");
     }
+    constexpr bool profiled = requires(cpx::StepTimes<Config::layers>& t) { model.attach(t); };
+    if (o.profile && !profiled) throw UsageError("--profile: the part timings are the CPU models' (not --device cuda)");
     if (!o.dump_logits.empty()) {
         const auto logits = model.forward(o.tokens, cpx::LogitsAt::all);
         cpx::io::write_npy<float>(o.dump_logits, logits,
@@ -251,6 +282,9 @@ int run_model(Model& model, const Options& options) {
     std::printf("decode:  %lld tokens in %.3f ms (%.1f tokens/s): one token per step through the KV cache\n",
                 static_cast<long long>(std::max<std::int64_t>(0, stats.generated_tokens - 1)),
                 stats.decode_seconds * 1e3, stats.decode_tokens_per_second());
+    if constexpr (profiled) {
+        if (o.profile) report_profile(model, o, capacity);
+    }
     return 0;
 }
 

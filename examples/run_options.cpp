@@ -99,6 +99,9 @@ Options parse(int argc, char** argv, const std::string& program) {
     app.add_flag("--attention-distance", o.attention_distance,
                  "print each layer's mean attention distance of the signal and noise heads over the prompt "
                  "(models with PRISM attention)");
+    app.add_flag("--profile", o.profile,
+                 "run the generation a second time with a StepTimes observer and print where it went: "
+                 "attention, MLP and mu-guidance of each layer, the embedding and the head (CPU)");
     app.add_flag("--print-config", o.print_config, "print the compiled configuration as config.json and exit");
     try {
         app.parse(argc, argv);

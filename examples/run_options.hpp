@@ -35,6 +35,7 @@ struct Options {
     std::string save_checkpoint;
     bool print_config = false;
     bool attention_distance = false;
+    bool profile = false;  ///< --profile: the generation timed again by part (CPU models)
 };
 
 /// Parses the command line (CLI11). --help prints the options and exits 0;
