@@ -231,8 +231,7 @@ private:
                         const AttentionProblem<KV> problem{q, s.cache_k.sub_heads(head, 1),
                                                            s.cache_v.sub_heads(head, 1),
                                                            packed_heads(y + r0, 1, 1, D), position};
-                        causal_attention_batch<KV>(std::span(&problem, 1), softmax_scale,
-                                                   head_ws_[static_cast<std::size_t>(t)], Compute::fp32);
+                        causal_attention_batch<KV>(std::span(&problem, 1), softmax_scale, ws_, Compute::fp32);
                         const float f = head < H ? scale : noise_scale;
                         for (index_t i = r0; i < r0 + D; ++i) y[i] *= f;
                         avx512::detail::gemv_row_nn_part<W>(y, u, r0, r0 + D, parts + c * stride, j > 0);
@@ -251,14 +250,16 @@ private:
     }
 
     /// Per-thread scratch of decode_row for caches of up to `max_keys` positions, all of it
-    /// sized before its parallel region (where an allocation failure could not be thrown).
+    /// sized before its parallel region (where an allocation failure could not be thrown, and
+    /// two threads must not grow a shared buffer): the attention workspace's per-thread
+    /// buffers (its calls inside the region take their thread's), one product scratch per
+    /// thread and the chunks' partial sums.
     void reserve_heads([[maybe_unused]] index_t max_keys) {
 #ifdef CPX_HAVE_GEMV_AVX512
         if constexpr (decodes_by_head) {
             const auto threads = static_cast<std::size_t>(max_threads());
-            if (head_ws_.size() < threads) head_ws_.resize(threads);
+            ws_.reserve(1, D, D, max_keys, !std::is_same_v<KV, float>);
             if (head_scratch_.size() < threads) head_scratch_.resize(threads);
-            for (AttentionWorkspace& ws : head_ws_) ws.reserve(1, D, D, max_keys, !std::is_same_v<KV, float>);
             for (LinearScratch& x : head_scratch_) x.lanes(static_cast<std::size_t>(avx512::lanes_scratch(S::hidden)));
             const auto floats = static_cast<std::size_t>(chunks * avx512::row_nn_stride(S::hidden));
             if (head_parts_.size() < floats) head_parts_.assign(floats, 0.0f);
@@ -319,8 +320,7 @@ private:
     std::vector<AttentionProblem<float>> fresh_;
     AttentionWorkspace ws_;
     LinearScratch scratch_;
-    std::vector<AttentionWorkspace> head_ws_;  // decode_row's, one per thread
-    std::vector<LinearScratch> head_scratch_;
+    std::vector<LinearScratch> head_scratch_;  // decode_row's, one per thread
     AlignedVector<float> head_parts_;
 };
 

@@ -128,8 +128,9 @@ private:
 
 /// body(i) for every i in [0, n): on a new parallel region's threads when `worth` says the work
 /// pays for them (and the caller is not already inside a region), else in a plain loop. A body
-/// taking (i, slot) also gets the index of the thread running it, 0 in the plain loop (for
-/// per-thread scratch).
+/// taking (i, slot) also gets the index of the thread running it (for per-thread scratch): in
+/// the plain loop 0, or inside another region the caller's index in that region's team, so
+/// that threads of an outer region calling it at once keep to their own scratch.
 template <class Index, class Body>
 void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule schedule = Schedule::equal_ranges) {
     const auto call = [&body](Index i, int slot) {
@@ -137,7 +138,8 @@ void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule sc
         else body(i);
     };
     if (!worth || n < 2 || max_threads() < 2 || in_parallel()) {
-        for (Index i = 0; i < n; ++i) call(i, 0);
+        const int slot = in_parallel() ? thread_index() : 0;
+        for (Index i = 0; i < n; ++i) call(i, slot);
         return;
     }
 #ifdef _OPENMP
