@@ -259,6 +259,66 @@ TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32/bf16
     }
 }
 
+namespace {
+/// One decode row of bf16 U after a prefill of T - 1 rows, with U's bf16 packs (bf16
+/// arithmetic): `by_head` through decode_row, else through the whole-layer packed products (an
+/// observer that does nothing); `packs` false: the same row without packs (fp32 arithmetic).
+template <class KV>
+std::vector<float> bf16_decode_row(int threads, bool packs, bool by_head) {
+    using S = FourChunks;
+    const int d = S::hidden, rows = S::u_rows, heads = S::physical_heads, D = S::head_dim, T = 23;
+    const auto uf = orthogonal_u(rows, d, 191);
+    std::vector<bf16> u(uf.size());
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = bf16::from_float(uf[i]);
+    const StridedMatrix<const bf16> stored = cpu::rows_of(Matrix<const bf16>(u.data(), rows, d));
+    const auto out_in = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::out_in, cpu::Compute::bf16);
+    const auto in_out = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::in_out, cpu::Compute::bf16);
+    cpu::PrismAttentionWeights<bf16> w{Matrix<const bf16>(u.data(), rows, d), 0.35f};
+    if (packs) w.u_packed = &out_in, w.u_t_packed = &in_out;
+    const auto x = testing::random_normal(std::size_t(T) * d, 192);
+    cpu::PrismAttention<S, bf16, KV> layer(32);
+    std::vector<KV> k(std::size_t(32) * heads * D, from_float<KV>(0.0f)), v = k;
+    const auto keys = cpu::packed_heads(k.data(), 32, heads, D);
+    const auto values = cpu::packed_heads(v.data(), 32, heads, D);
+    auto prefill = testing::poisoned<float>(std::size_t(T - 1) * d);
+    const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
+    layer.forward(w, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1), cpu::rows_of(prefill.data(), T - 1, d),
+                  cpu::Write::overwrite);
+    auto out = testing::poisoned<float>(std::size_t(d));
+    const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
+    testing::on_threads(threads, [&] {
+        if (by_head) layer.forward(w, row, std::span(&last, 1), cpu::rows_of(out.data(), 1, d), cpu::Write::overwrite);
+        else
+            layer.forward(w, row, std::span(&last, 1), cpu::rows_of(out.data(), 1, d), cpu::Write::overwrite,
+                          [](int, index_t, const float*, index_t) {});
+    });
+    return out;
+}
+}  // namespace
+
+TEST_CASE("under bf16 arithmetic a decode row run head by head rounds its inputs as the packed layer does") {
+    if (cpu::vector_isa() != cpu::VectorIsa::avx512) {
+        MESSAGE("skipped: this CPU has no AVX-512, where decode rows run head by head");
+        return;
+    }
+    // The head-by-head row multiplies the stored bf16 U with inputs rounded to bf16, the packed
+    // products the same rounded inputs with U's packs: only the order of the fp32 sums differs, and
+    // with it, rarely, the rounding of an attention output lying near the midpoint of two bf16
+    // values. The fp32 row (no packs: inputs unrounded) is ~2^-9 away, bf16's rounding of x.
+    for (int threads : {1, 2, 3}) {
+        const auto packed_layer = bf16_decode_row<bf16>(threads, true, false);
+        const auto by_head = bf16_decode_row<bf16>(threads, true, true);
+        const auto fp32_row = bf16_decode_row<bf16>(threads, false, true);
+        const double err = testing::relative_error(by_head, packed_layer);
+        const double fp32_err = testing::relative_error(fp32_row, packed_layer);
+        CHECK_MESSAGE(err < 1e-4, threads, " threads: ", err);
+        CHECK_MESSAGE(err * 8 < fp32_err, threads, " threads: ", err, " against the fp32 row's ", fp32_err);
+        const auto by_head_f32_cache = bf16_decode_row<float>(threads, true, true);
+        const auto packed_f32_cache = bf16_decode_row<float>(threads, true, false);
+        CHECK(testing::relative_error(by_head_f32_cache, packed_f32_cache) < 1e-4);
+    }
+}
+
 TEST_CASE("a bf16 cache stores the keys and values rounded, close to the fp32 layer") {
     const int T = 20, d = TinyShape::hidden, W = TinyShape::u_rows;
     const auto u = orthogonal_u(W, d, 165);

@@ -56,8 +56,9 @@ public:
     static constexpr int H = S::heads, D = S::head_dim, width = S::u_rows;
 
     /// Whether a batch-1 decode row can run head by head (decode_row): the input-major product's
-    /// chunks of U's rows hold whole heads. Such a row then does, where U is unpacked or packed
-    /// for fp32 arithmetic (not for bf16) and the CPU runs AVX-512.
+    /// chunks of U's rows hold whole heads. Such a row then does where the CPU runs AVX-512 and
+    /// U is unpacked, packed for fp32 arithmetic, or stored in bf16 and packed for bf16 arithmetic
+    /// (not fp32 U in bf16 packs).
 #ifdef CPX_HAVE_GEMV_AVX512
     static constexpr bool decodes_by_head =
         width % avx512::row_nn_chunks(width) == 0 && (width / avx512::row_nn_chunks(width)) % D == 0;
@@ -182,15 +183,18 @@ private:
     static constexpr index_t chunks = avx512::row_nn_chunks(width);
 #endif
 
-    /// One sequence's one new row through its cache (batch-1 decode, U unpacked or in fp32
-    /// packs, AVX-512), head by head: each thread takes whole chunks of U's rows, as the output product
-    /// splits them, and for each head of its chunk projects the head's D rows of U, rotates
-    /// and caches it, attends over the cache and adds the head's rows of U times its output
-    /// to the chunk's partial sums; the chunks are then summed in order. Every number is
+    /// One sequence's one new row through its cache (batch-1 decode, AVX-512), head by head:
+    /// each thread takes whole chunks of U's rows, as the output product splits them, and for
+    /// each head of its chunk projects the head's D rows of U, rotates and caches it, attends
+    /// over the cache and adds the head's rows of U times its output to the chunk's partial
+    /// sums; the chunks are then summed in order. U unpacked or in fp32 packs: every number is
     /// the one the whole-layer path computes (the same kernels, rows added in the same order),
     /// but U's rows are read the second time a head's cache pass after the first (from L2),
     /// not after every head's (from L3 or memory), and the layer forks once instead of three
-    /// times. Returns false where it does not apply.
+    /// times. bf16 U in bf16 packs: the products' inputs (the row, the scaled attention output)
+    /// are rounded to bf16 as the packed products round them and multiplied with the stored U
+    /// in fp32 sums, the bf16 arithmetic's numbers in another order of sums, with U read once
+    /// instead of each of its two packs from memory. Returns false where it does not apply.
     bool decode_row([[maybe_unused]] const Weights& w,
                     [[maybe_unused]] const StridedMatrix<const float, S::hidden>& input,
                     [[maybe_unused]] std::span<const SequenceRows<KV>> sequences,
@@ -198,11 +202,14 @@ private:
                     [[maybe_unused]] QueryRows queries) {
 #ifdef CPX_HAVE_GEMV_AVX512
         if constexpr (decodes_by_head && (std::is_same_v<W, float> || std::is_same_v<W, bf16>)) {
-            // fp32 packs hold the stored values in another layout: the stored U gives the same
-            // arithmetic read once, where the two packs would each be read from memory.
+            // Packs hold the stored values in another layout (bf16 packs: the stored bf16 values),
+            // so the stored U gives the same products read once, where the two packs would each be
+            // read from memory; fp32 U in bf16 packs would need rounding on the way.
+            const bool bf16_inputs = compute_of(w.u_packed) == Compute::bf16;
             if (input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none ||
-                compute_of(w.u_packed) == Compute::bf16 || compute_of(w.u_t_packed) == Compute::bf16 ||
-                !sequences[0].cache_k.data || vector_isa() != VectorIsa::avx512)
+                bf16_inputs != (compute_of(w.u_t_packed) == Compute::bf16) ||
+                (bf16_inputs && !std::is_same_v<W, bf16>) || !sequences[0].cache_k.data ||
+                vector_isa() != VectorIsa::avx512)
                 return false;
             const SequenceRows<KV>& s = sequences[0];
             const index_t position = s.offset, stride = avx512::row_nn_stride(S::hidden);
@@ -212,6 +219,12 @@ private:
             float* const y = grow(y_, width);
             float* const parts = head_parts_.data();
             const StridedMatrix<const W> u = rows_of(w.u);
+            StridedMatrix<const float> x = input;
+            if (bf16_inputs) {
+                float* const rounded = grow(rounded_input_, S::hidden);
+                for (index_t i = 0; i < S::hidden; ++i) rounded[i] = round_to_bf16_value(input.row(0)[i]);
+                x = StridedMatrix<const float>{rounded, 1, S::hidden, S::hidden};
+            }
             const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
             const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
             const float noise_scale = -w.lambda * scale;
@@ -221,7 +234,7 @@ private:
                     for (int j = 0; j < heads_in_chunk; ++j) {
                         const int head = static_cast<int>(c) * heads_in_chunk + j;
                         const index_t r0 = static_cast<index_t>(head) * D;
-                        linear<W>(input, u.rows_range(r0, D), StridedMatrix<float>{h + r0, 1, D, D}, Write::overwrite,
+                        linear<W>(x, u.rows_range(r0, D), StridedMatrix<float>{h + r0, 1, D, D}, Write::overwrite,
                                   head_scratch_[static_cast<std::size_t>(t)]);
                         std::copy_n(h + r0, D, rotated + r0);
                         const HeadRows<float> q = packed_heads(rotated + r0, 1, 1, D);
@@ -234,6 +247,8 @@ private:
                         causal_attention_batch<KV>(std::span(&problem, 1), softmax_scale, ws_, Compute::fp32);
                         const float f = head < H ? scale : noise_scale;
                         for (index_t i = r0; i < r0 + D; ++i) y[i] *= f;
+                        if (bf16_inputs)
+                            for (index_t i = r0; i < r0 + D; ++i) y[i] = round_to_bf16_value(y[i]);
                         avx512::detail::gemv_row_nn_part<W>(y, u, r0, r0 + D, parts + c * stride, j > 0);
                     }
                 });
@@ -263,6 +278,7 @@ private:
             for (LinearScratch& x : head_scratch_) x.lanes(static_cast<std::size_t>(avx512::lanes_scratch(S::hidden)));
             const auto floats = static_cast<std::size_t>(chunks * avx512::row_nn_stride(S::hidden));
             if (head_parts_.size() < floats) head_parts_.assign(floats, 0.0f);
+            grow(rounded_input_, S::hidden);
         }
 #endif
     }
@@ -304,6 +320,9 @@ private:
                             input.rows, " input rows");
     }
 
+    /// v rounded to the nearest bf16 (ties to even), as the bf16 products round their inputs.
+    static float round_to_bf16_value(float v) { return bf16::from_float(v).to_float(); }
+
     static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
         parallel_for(src.rows, src.rows * src.heads * src.head_dim > 65536, [&](index_t r) {
             for (int hd = 0; hd < src.heads; ++hd) {
@@ -315,7 +334,7 @@ private:
     }
 
     RopeTable signal_, noise_;
-    AlignedVector<float> h_, rotated_, y_;
+    AlignedVector<float> h_, rotated_, y_, rounded_input_;
     std::vector<AttentionProblem<KV>> cached_;
     std::vector<AttentionProblem<float>> fresh_;
     AttentionWorkspace ws_;
