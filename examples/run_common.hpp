@@ -186,8 +186,7 @@ void report_profile(Model& model, const Options& o, cpx::index_t capacity) {
     cpx::generate(model, cache, o.tokens, {.max_new_tokens = o.generate, .sampling = o.sampling});
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     model.detach_observers();
-    double attention = 0, mlp = 0, mu = 0;
-    for (int l = 0; l < Config::layers; ++l) attention += times.attention[l], mlp += times.mlp[l], mu += times.mu[l];
+    const double attention = times.attention_total(), mlp = times.mlp_total(), mu = times.mu_total();
     const double total = times.total();
     const auto share = [&](double t) { return total > 0 ? 100.0 * t / total : 0.0; };
     std::printf("profile: the generation again, %lld model calls in %.3f ms, %.3f ms of them in the parts: "

@@ -148,6 +148,12 @@ TEST_CASE("step times: each part of each layer timed, within the calls' wall tim
     CHECK(times.embed > 0.0);
     CHECK(times.head > 0.0);
     CHECK(times.total() <= wall);
+    double attention = 0, mlp = 0, mu = 0;
+    for (int l = 0; l < Routed::layers; ++l) attention += times.attention[l], mlp += times.mlp[l], mu += times.mu[l];
+    CHECK(times.attention_total() == doctest::Approx(attention));
+    CHECK(times.mlp_total() == doctest::Approx(mlp));
+    CHECK(times.mu_total() == doctest::Approx(mu));
+    CHECK(times.total() == doctest::Approx(times.embed + times.head + attention + mlp + mu));
 
     times.reset();
     CHECK(times.calls == 0);

@@ -29,13 +29,20 @@ struct StepTimes {
     double head = 0;   ///< the final norm and the output head on the rows that get logits
     index_t calls = 0;
 
+    /// One part summed over the layers.
+    double attention_total() const { return sum(attention); }
+    double mlp_total() const { return sum(mlp); }
+    double mu_total() const { return sum(mu); }
     /// Every part of every layer.
-    double total() const {
-        double t = embed + head;
-        for (int l = 0; l < Layers; ++l) t += attention[l] + mlp[l] + mu[l];
+    double total() const { return embed + head + attention_total() + mlp_total() + mu_total(); }
+    void reset() { *this = StepTimes{}; }
+
+private:
+    static double sum(const std::array<double, Layers>& part) {
+        double t = 0;
+        for (double x : part) t += x;
         return t;
     }
-    void reset() { *this = StepTimes{}; }
 };
 
 namespace detail {
