@@ -99,6 +99,9 @@ TEST_CASE("bf16 rounds to nearest even and keeps NaN and infinities") {
     }
     CHECK(bf16::from_float(1.00390625f).to_float() == 1.0f);        // exact tie, even stays
     CHECK(bf16::from_float(1.01171875f).to_float() == 1.015625f);   // exact tie, odd rounds up
+    CHECK(rounded_to<bf16>(1.01171875f) == 1.015625f);
+    CHECK(rounded_to<bf16>(1.00390625f) == 1.0f);
+    CHECK(rounded_to<float>(1.00390625f) == 1.00390625f);
     CHECK(std::isnan(bf16::from_float(std::numeric_limits<float>::quiet_NaN()).to_float()));
     CHECK(std::isinf(bf16::from_float(std::numeric_limits<float>::infinity()).to_float()));
 }

@@ -123,4 +123,8 @@ template <> CPX_HD_INLINE float from_float<float>(float x) { return x; }
 template <> CPX_HD_INLINE bf16 from_float<bf16>(float x) { return bf16::from_float(x); }
 template <> CPX_HD_INLINE fp16 from_float<fp16>(float x) { return fp16::from_float(x); }
 
+/// x rounded to the nearest value T holds, kept in fp32: what a product in T arithmetic takes
+/// for its fp32 inputs (bf16: to nearest even).
+template <class T> CPX_HD_INLINE float rounded_to(float x) { return to_float(from_float<T>(x)); }
+
 }  // namespace cpx

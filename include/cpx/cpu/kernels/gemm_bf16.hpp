@@ -208,7 +208,7 @@ inline void widened_product(const StridedMatrix<const float>& x, PackedPanelsVie
     parallel_for(m, threads > 1, [&](index_t r) {
         const float* in = x.row(r);
         float* out = a + r * ld;
-        for (index_t c = 0; c < k; ++c) out[c] = bf16::from_float(in[c]).to_float();
+        for (index_t c = 0; c < k; ++c) out[c] = rounded_to<bf16>(in[c]);
     });
     gemm_f32_packed(StridedMatrix<const float>{a, m, k, ld}, b, y, accumulate, max_team);
 }

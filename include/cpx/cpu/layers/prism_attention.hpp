@@ -222,7 +222,7 @@ private:
             StridedMatrix<const float> x = input;
             if (bf16_inputs) {
                 float* const rounded = grow(rounded_input_, S::hidden);
-                for (index_t i = 0; i < S::hidden; ++i) rounded[i] = round_to_bf16_value(input.row(0)[i]);
+                for (index_t i = 0; i < S::hidden; ++i) rounded[i] = rounded_to<bf16>(input.row(0)[i]);
                 x = StridedMatrix<const float>{rounded, 1, S::hidden, S::hidden};
             }
             const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -248,7 +248,7 @@ private:
                         const float f = head < H ? scale : noise_scale;
                         for (index_t i = r0; i < r0 + D; ++i) y[i] *= f;
                         if (bf16_inputs)
-                            for (index_t i = r0; i < r0 + D; ++i) y[i] = round_to_bf16_value(y[i]);
+                            for (index_t i = r0; i < r0 + D; ++i) y[i] = rounded_to<bf16>(y[i]);
                         avx512::detail::gemv_row_nn_part<W>(y, u, r0, r0 + D, parts + c * stride, j > 0);
                     }
                 });
@@ -319,9 +319,6 @@ private:
         require<ShapeError>(covered == input.rows, "PRISM attention: the sequences cover ", covered, " of the ",
                             input.rows, " input rows");
     }
-
-    /// v rounded to the nearest bf16 (ties to even), as the bf16 products round their inputs.
-    static float round_to_bf16_value(float v) { return bf16::from_float(v).to_float(); }
 
     static void store(const HeadRows<float>& src, const HeadRows<KV>& dst, index_t first_position) {
         parallel_for(src.rows, src.rows * src.heads * src.head_dim > 65536, [&](index_t r) {
