@@ -194,19 +194,64 @@ using FourChunks = PrismAttentionShape<PrismAttentionDims{.hidden = 128, .heads 
 using SplitHeads = PrismAttentionShape<PrismAttentionDims{.hidden = 160, .heads = 5}>;
 static_assert(cpu::PrismAttention<SplitHeads>::decodes_by_head == false);
 
-/// One decode row after a prefill of T - 1 rows, head by head (no observer) and through the
-/// whole-layer path (an observer that does nothing), on `threads` threads: the outputs and the
-/// cached rows must be the same bits. `fp32_packs`: the head-by-head row is given U's fp32 packs
-/// too, which it leaves for the stored U (the same arithmetic, U read once).
+/// FourChunks' U (orthogonal, seed `seed`) stored as W.
+template <class W>
+std::vector<W> four_chunks_u(std::uint64_t seed) {
+    const auto uf = orthogonal_u(FourChunks::u_rows, FourChunks::hidden, seed);
+    std::vector<W> u(uf.size());
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = from_float<W>(uf[i]);
+    return u;
+}
+
+/// The output row a decode row writes and the cache it leaves.
+template <class KV>
+struct DecodedRow {
+    std::vector<float> out;
+    std::vector<KV> k, v;
+};
+
+/// Row T - 1 of x through a fresh FourChunks layer after a prefill of its first T - 1 rows
+/// (with `prefill`'s weights), the row with `row_weights` on `threads` threads: `by_head`
+/// without an observer (head by head where that applies), else with one that does nothing
+/// (the whole-layer path). The output starts as `residual` under accumulate, else poisoned.
+template <class W, class KV>
+DecodedRow<KV> decode_after_prefill(const cpu::PrismAttentionWeights<W>& prefill,
+                                    const cpu::PrismAttentionWeights<W>& row_weights, const std::vector<float>& x,
+                                    int T, const std::vector<float>& residual, int threads, bool by_head,
+                                    cpu::Write mode) {
+    using S = FourChunks;
+    const int d = S::hidden, heads = S::physical_heads, D = S::head_dim;
+    cpu::PrismAttention<S, W, KV> layer(32);
+    DecodedRow<KV> r;
+    r.k.assign(std::size_t(32) * heads * D, from_float<KV>(0.0f));
+    r.v = r.k;
+    const auto keys = cpu::packed_heads(r.k.data(), 32, heads, D);
+    const auto values = cpu::packed_heads(r.v.data(), 32, heads, D);
+    auto prefill_out = testing::poisoned<float>(std::size_t(T - 1) * d);
+    const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
+    layer.forward(prefill, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1),
+                  cpu::rows_of(prefill_out.data(), T - 1, d), cpu::Write::overwrite);
+    r.out = mode == cpu::Write::accumulate ? residual : testing::poisoned<float>(std::size_t(d));
+    const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
+    const auto dst = cpu::rows_of(r.out.data(), 1, d);
+    testing::on_threads(threads, [&] {
+        if (by_head) layer.forward(row_weights, row, std::span(&last, 1), dst, mode);
+        else layer.forward(row_weights, row, std::span(&last, 1), dst, mode, [](int, index_t, const float*, index_t) {});
+    });
+    return r;
+}
+
+/// One decode row after a prefill of T - 1 rows, head by head (no observer) on `threads`
+/// threads and through the whole-layer path (an observer that does nothing) on two: the outputs
+/// and the cached rows must be the same bits. `fp32_packs`: the head-by-head row is given U's
+/// fp32 packs too, which it leaves for the stored U (the same arithmetic, U read once).
 template <class W, class KV>
 void check_decode_by_head(int threads, cpu::Write mode, bool fp32_packs = false) {
     using S = FourChunks;
-    const int d = S::hidden, rows = S::u_rows, heads = S::physical_heads, D = S::head_dim, T = 23;
-    const auto uf = orthogonal_u(rows, d, 181);
-    std::vector<W> u(uf.size());
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = from_float<W>(uf[i]);
-    const cpu::PrismAttentionWeights<W> w{Matrix<const W>(u.data(), rows, d), 0.35f};
-    const StridedMatrix<const W> stored = cpu::rows_of(Matrix<const W>(u.data(), rows, d));
+    const int d = S::hidden, T = 23;
+    const auto u = four_chunks_u<W>(181);
+    const cpu::PrismAttentionWeights<W> w{Matrix<const W>(u.data(), S::u_rows, d), 0.35f};
+    const StridedMatrix<const W> stored = cpu::rows_of(w.u);
     const auto out_in = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
     const auto in_out = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::in_out, cpu::Compute::fp32_packed);
     cpu::PrismAttentionWeights<W> packed = w;
@@ -214,32 +259,14 @@ void check_decode_by_head(int threads, cpu::Write mode, bool fp32_packs = false)
     packed.u_t_packed = &in_out;
     const auto x = testing::random_normal(std::size_t(T) * d, 182);
     const auto residual = testing::random_normal(std::size_t(d), 183);
-    cpu::PrismAttention<S, W, KV> layer(32);
-    std::vector<KV> k[2], v[2];
-    std::vector<float> out[2];
-    for (int path = 0; path < 2; ++path) {
-        k[path].assign(std::size_t(32) * heads * D, from_float<KV>(0.0f));
-        v[path] = k[path];
-        const auto keys = cpu::packed_heads(k[path].data(), 32, heads, D);
-        const auto values = cpu::packed_heads(v[path].data(), 32, heads, D);
-        auto prefill = testing::poisoned<float>(std::size_t(T - 1) * d);
-        const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
-        layer.forward(w, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1), cpu::rows_of(prefill.data(), T - 1, d),
-                      cpu::Write::overwrite);
-        out[path] = mode == cpu::Write::accumulate ? residual : testing::poisoned<float>(std::size_t(d));
-        const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
-        const auto dst = cpu::rows_of(out[path].data(), 1, d);
-        testing::on_threads(path == 0 ? threads : 2, [&] {
-            if (path == 0) layer.forward(fp32_packs ? packed : w, row, std::span(&last, 1), dst, mode);
-            else layer.forward(w, row, std::span(&last, 1), dst, mode, [](int, index_t, const float*, index_t) {});
-        });
-    }
-    for (int i = 0; i < d; ++i) REQUIRE_MESSAGE(out[0][i] == out[1][i], "output ", i);
+    const auto by_head = decode_after_prefill<W, KV>(w, fp32_packs ? packed : w, x, T, residual, threads, true, mode);
+    const auto whole = decode_after_prefill<W, KV>(w, w, x, T, residual, 2, false, mode);
+    for (int i = 0; i < d; ++i) REQUIRE_MESSAGE(by_head.out[i] == whole.out[i], "output ", i);
     const auto same_bits = [](const std::vector<KV>& a, const std::vector<KV>& b) {
         return std::memcmp(a.data(), b.data(), a.size() * sizeof(KV)) == 0;
     };
-    CHECK(same_bits(k[0], k[1]));
-    CHECK(same_bits(v[0], v[1]));
+    CHECK(same_bits(by_head.k, whole.k));
+    CHECK(same_bits(by_head.v, whole.v));
 }
 }  // namespace
 
@@ -266,33 +293,15 @@ namespace {
 template <class KV>
 std::vector<float> bf16_decode_row(int threads, bool packs, bool by_head) {
     using S = FourChunks;
-    const int d = S::hidden, rows = S::u_rows, heads = S::physical_heads, D = S::head_dim, T = 23;
-    const auto uf = orthogonal_u(rows, d, 191);
-    std::vector<bf16> u(uf.size());
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = bf16::from_float(uf[i]);
-    const StridedMatrix<const bf16> stored = cpu::rows_of(Matrix<const bf16>(u.data(), rows, d));
+    const int T = 23;
+    const auto u = four_chunks_u<bf16>(191);
+    cpu::PrismAttentionWeights<bf16> w{Matrix<const bf16>(u.data(), S::u_rows, S::hidden), 0.35f};
+    const StridedMatrix<const bf16> stored = cpu::rows_of(w.u);
     const auto out_in = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::out_in, cpu::Compute::bf16);
     const auto in_out = cpu::PackedWeight::pack(stored, cpu::WeightOrientation::in_out, cpu::Compute::bf16);
-    cpu::PrismAttentionWeights<bf16> w{Matrix<const bf16>(u.data(), rows, d), 0.35f};
     if (packs) w.u_packed = &out_in, w.u_t_packed = &in_out;
-    const auto x = testing::random_normal(std::size_t(T) * d, 192);
-    cpu::PrismAttention<S, bf16, KV> layer(32);
-    std::vector<KV> k(std::size_t(32) * heads * D, from_float<KV>(0.0f)), v = k;
-    const auto keys = cpu::packed_heads(k.data(), 32, heads, D);
-    const auto values = cpu::packed_heads(v.data(), 32, heads, D);
-    auto prefill = testing::poisoned<float>(std::size_t(T - 1) * d);
-    const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
-    layer.forward(w, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1), cpu::rows_of(prefill.data(), T - 1, d),
-                  cpu::Write::overwrite);
-    auto out = testing::poisoned<float>(std::size_t(d));
-    const auto row = cpu::rows_of(x.data() + (T - 1) * d, 1, d);
-    testing::on_threads(threads, [&] {
-        if (by_head) layer.forward(w, row, std::span(&last, 1), cpu::rows_of(out.data(), 1, d), cpu::Write::overwrite);
-        else
-            layer.forward(w, row, std::span(&last, 1), cpu::rows_of(out.data(), 1, d), cpu::Write::overwrite,
-                          [](int, index_t, const float*, index_t) {});
-    });
-    return out;
+    const auto x = testing::random_normal(std::size_t(T) * S::hidden, 192);
+    return decode_after_prefill<bf16, KV>(w, w, x, T, {}, threads, by_head, cpu::Write::overwrite).out;
 }
 }  // namespace
 
