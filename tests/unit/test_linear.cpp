@@ -88,8 +88,8 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // Decode's kernels (one to gemv_max_rows rows) split the output into panels
     // per thread and handle the input in blocks of 16 or 32 (one row: 64 inputs
     // at a time) and the rows in groups of 4, or (nn.Linear weights from
-    // avx512::lanes_min_rows: 6 rows for fp32, 16 for bf16) one row per vector
-    // lane (8 lanes up to 8 rows, else 16) and the outputs in blocks of 8; the
+    // avx512::lanes_min_rows: 6 rows for fp32, 16 for bf16; AVX2 from 5 and 10) one row per
+    // vector lane (8 lanes up to 8 rows, else 16) and the outputs in blocks of 8 (AVX2: 8 or 4); the
     // input-major ones split the input into chunks, read in bands of 8 weight
     // rows (one row: each weight row whole) into strips of 64 columns. These
     // sizes leave remainders in every direction and cover both sides of the
@@ -135,35 +135,46 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
             }
 }
 
-TEST_CASE_TEMPLATE("accumulating products add to strided sub-blocks and leave other columns alone", W, float, bf16) {
+TEST_CASE_TEMPLATE("few-row products write or add to strided sub-blocks and leave other columns alone", W, float,
+                   bf16) {
     // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of
     // 60; w is columns [3, 3+in) of rows of in + 9 (a column range of a wider
-    // matrix). One row and six: the one-row and few-row kernels.
+    // matrix). One row, six, nine, eleven and sixteen: the one-row kernels, the few-row ones and
+    // the lane kernels (one and two vectors of sequences); overwritten outputs start as NaN.
     const int in = 40, out = 33, wld = in + 9;
-    for (int rows : {1, 6}) {
-        CAPTURE(rows);
-        auto xb = testing::random_normal(rows * 50, 1);
-        auto yb = testing::random_normal(rows * 60, 2);
-        const auto wb = stored<W>(testing::random_normal(out * wld, 3, 0.2f));
-        std::vector<float> x(rows * in), y0(rows * out);
-        for (int m = 0; m < rows; ++m) {
-            for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * 50 + 4 + i];
-            for (int o = 0; o < out; ++o) y0[m * out + o] = yb[m * 60 + 10 + o];
-        }
-        const auto before = yb;
-        cpu::LinearScratch scratch;
-        cpu::linear<W>(StridedMatrix<const float>{xb.data() + 4, rows, in, 50},
-                       StridedMatrix<const W>{wb.data() + 3, out, in, wld}, StridedMatrix<float>{yb.data() + 10, rows, out, 60},
-                       cpu::Write::accumulate, scratch);
-        auto want = reference(x, rows, in, out, [&](int o, int i) { return double(to_float(wb[o * wld + 3 + i])); }, &y0);
-        std::vector<float> got(rows * out);
-        for (int m = 0; m < rows; ++m)
-            for (int o = 0; o < 60; ++o) {
-                if (o >= 10 && o < 10 + out) got[m * out + o - 10] = yb[m * 60 + o];
-                else CHECK(yb[m * 60 + o] == before[m * 60 + o]);
+    for (cpu::VectorIsa isa : testing::vector_isas())
+        for (int rows : {1, 6, 9, 11, 16})
+            for (cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
+                const cpu::VectorIsaLimit limit(isa);
+                CAPTURE(cpu::vector_isa_name(isa));
+                CAPTURE(rows);
+                CAPTURE(mode == cpu::Write::accumulate);
+                auto xb = testing::random_normal(rows * 50, 1);
+                auto yb = testing::random_normal(rows * 60, 2);
+                if (mode == cpu::Write::overwrite)
+                    for (int m = 0; m < rows; ++m)
+                        for (int o = 0; o < out; ++o) yb[m * 60 + 10 + o] = std::numeric_limits<float>::quiet_NaN();
+                const auto wb = stored<W>(testing::random_normal(out * wld, 3, 0.2f));
+                std::vector<float> x(rows * in), y0(rows * out);
+                for (int m = 0; m < rows; ++m) {
+                    for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * 50 + 4 + i];
+                    for (int o = 0; o < out; ++o) y0[m * out + o] = yb[m * 60 + 10 + o];
+                }
+                const auto before = yb;
+                cpu::LinearScratch scratch;
+                cpu::linear<W>(StridedMatrix<const float>{xb.data() + 4, rows, in, 50},
+                               StridedMatrix<const W>{wb.data() + 3, out, in, wld},
+                               StridedMatrix<float>{yb.data() + 10, rows, out, 60}, mode, scratch);
+                auto want = reference(x, rows, in, out, [&](int o, int i) { return double(to_float(wb[o * wld + 3 + i])); },
+                                      mode == cpu::Write::accumulate ? &y0 : nullptr);
+                std::vector<float> got(rows * out);
+                for (int m = 0; m < rows; ++m)
+                    for (int o = 0; o < 60; ++o) {
+                        if (o >= 10 && o < 10 + out) got[m * out + o - 10] = yb[m * 60 + o];
+                        else CHECK(yb[m * 60 + o] == before[m * 60 + o]);
+                    }
+                CHECK(testing::relative_error(got, want) < 1e-5);
             }
-        CHECK(testing::relative_error(got, want) < 1e-5);
-    }
 }
 
 TEST_CASE("many-row fp32 products split over 1-4 threads: column blocks, row blocks, strided, accumulated") {

@@ -16,6 +16,12 @@
 // - 2 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
 //   for a pair of input rows: eight accumulators (GCC 12 reads the inputs from L1 as
 //   the FMAs' memory operands); the next block's lines fetched meanwhile.
+// - From lanes_min_rows rows (5 with fp32 weights, 10 with bf16; batched decode) the
+//   sequences sit in the vector lanes, as in the AVX-512 kernels: x transposed once per
+//   call into 8 or 16 lanes per input feature, each weight broadcast once for one or two
+//   vectors of sequences. The pairs above cost an FMA per 8 weights and rows plus the
+//   widening per pair; at 16 rows they ran at ~40% of the FMA peak (Zen 3), the lanes at
+//   ~65-75%.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
 // is cut into contiguous blocks of weight rows, each read whole, four rows at a time
@@ -179,6 +185,148 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
                 }
             }
         }
+    }
+}
+
+/// Rows from which nn.Linear products put the sequences in the vector lanes (gemv_lanes_nt)
+/// rather than in the pairs of gemv_rows_nt, which widen each bf16 chunk once per pair of rows
+/// and reduce across lanes at the end. Measured on AMD Zen 3, two threads, the 187M qkv_mu
+/// (1280 x 1536) and o_proj (768 x 768) products, alternated binaries: fp32 weights from memory
+/// 0.8-0.9x the pairs' time at 5 and 6 rows (in L3: 1.1x at 4); bf16 weights from memory level
+/// at 8 and 9 rows on qkv_mu but 1.15x on o_proj at 8, 0.85-0.95x at 12 and 0.6-0.8x at 16.
+template <class W>
+inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
+/// Lanes per input feature of the lane kernels: 8 (one vector) up to eight rows, else 16.
+constexpr int lane_width(index_t rows) { return rows <= 8 ? 8 : 16; }
+/// Floats of the transposed input (lanes_transpose) for `in` input features.
+constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
+
+/// xt[L i + m] = x[m, i] for the rows of x (at most L = lane_width(x.rows)), zero in the other
+/// lanes: the input of gemv_lanes_nt. Transposes features [i0, i1).
+inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
+    const index_t L = lane_width(x.rows);
+    for (index_t i = i0; i < i1; ++i) {
+        float* lanes = xt + L * i;
+        for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
+        for (index_t m = x.rows; m < L; ++m) lanes[m] = 0.0f;
+    }
+}
+
+namespace detail {
+/// dst[r] = the 64-byte line from input i of bf16 row r, widened: dst[r][16 c + j] input
+/// i + 16 c + 2 j (c = 0, 1; j < 8), dst[r][16 c + 8 + j] input i + 16 c + 2 j + 1.
+template <int R>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void widen_lines(const bf16* const* rows, index_t i, float (*dst)[32]) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < 2; ++c) {
+            const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&rows[r][i + 16 * c].bits));
+            _mm256_store_ps(dst[r] + 16 * c, bf16_low_halves(words));
+            _mm256_store_ps(dst[r] + 16 * c + 8, bf16_high_halves(words));
+        }
+}
+
+/// One input feature of the lane kernels: its V vectors of sequences (x) in registers, times
+/// weight k of each of the R rows `w` broadcast, into acc0 (and acc1 for V = 2).
+template <int V, int R>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void lanes_input(const float* x, const float* const* w, int k, __m256* acc0,
+                                                  __m256* acc1) {
+    __m256 x0 = _mm256_load_ps(x), x1 = V == 2 ? _mm256_load_ps(x + 8) : x0;
+    // In registers for the R FMAs: GCC otherwise folds the loads into each of them.
+    asm("" : "+x"(x0), "+x"(x1));
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+        const __m256 bv = _mm256_broadcast_ss(w[r] + k);
+        acc0[r] = _mm256_fmadd_ps(bv, x0, acc0[r]);
+        if constexpr (V == 2) acc1[r] = _mm256_fmadd_ps(bv, x1, acc1[r]);
+    }
+}
+
+/// R weight rows from o (fewer at the end: the last row repeats, unstored) against every lane
+/// of xt (8 V lanes per input); adds or writes the rows of y. Each weight is broadcast once
+/// and multiplies V vectors of sequences, so the arithmetic is V FMAs per weight whatever the
+/// rows, with no sums across lanes. bf16 weights: each row's next 64-byte line is widened
+/// into an L1 buffer (even inputs, then odd, per 16) while the current one computes, so
+/// every broadcast reads fp32 from memory. The next block's rows are fetched meanwhile.
+template <class W, int V, int R>
+CPX_TARGET_AVX2 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o,
+                                      int rows_here, index_t o_end, const StridedMatrix<float>& y, bool accumulate) {
+    constexpr int L = 8 * V;
+    const W* wr[R];
+    const W* next[R];
+    for (int r = 0; r < R; ++r) {
+        wr[r] = w.data + (o + std::min(r, rows_here - 1)) * w.ld;
+        next[r] = w.data + std::min<index_t>(o + R + r, o_end - 1) * w.ld;
+    }
+    // Two named arrays, not one [R][V]: GCC keeps these in registers.
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    constexpr index_t step = 64 / static_cast<index_t>(sizeof(W));  // inputs per line of a weight row
+    const index_t body = in / step * step;
+    // bf16: two buffers of widened lines (widen_lines' order).
+    [[maybe_unused]] alignas(32) float widened[2][R][32];
+    if constexpr (std::is_same_v<W, bf16>)
+        if (body > 0) widen_lines<R>(wr, 0, widened[0]);
+    for (index_t i = 0; i < body; i += step) {
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + i), _MM_HINT_T1);
+        if constexpr (std::is_same_v<W, float>) {
+            // Row r's weights are wr[0] + r * w.ld only when no row repeats: the broadcasts read wr[r].
+            const float* wi[R];
+            for (int r = 0; r < R; ++r) wi[r] = wr[r] + i;
+#pragma GCC unroll 16
+            for (int k = 0; k < 16; ++k) lanes_input<V, R>(xt + L * (i + k), wi, k, acc0, acc1);
+        } else {
+            const int b = static_cast<int>((i / step) & 1);
+            if (i + step < body) widen_lines<R>(wr, i + step, widened[b ^ 1]);
+            // The buffer's address laundered: the broadcasts below stay loads from it (GCC otherwise turns
+            // them into shuffles of the widened registers), and the accumulators stay in registers.
+            const float* line = widened[b][0];
+            asm("" : "+r"(line));
+            const float* rows[R];
+            for (int r = 0; r < R; ++r) rows[r] = line + 32 * r;
+#pragma GCC unroll 32
+            for (int k = 0; k < 32; ++k) {
+                const int f = 16 * (k / 16) + 2 * (k % 8) + (k % 16) / 8;  // buffer slot k's input
+                lanes_input<V, R>(xt + L * (i + f), rows, k, acc0, acc1);
+            }
+        }
+    }
+    for (index_t i = body; i < in; ++i)
+        for (int r = 0; r < R; ++r) {
+            const __m256 bv = _mm256_set1_ps(to_float(wr[r][i]));
+            acc0[r] = _mm256_fmadd_ps(bv, _mm256_load_ps(xt + L * i), acc0[r]);
+            if constexpr (V == 2) acc1[r] = _mm256_fmadd_ps(bv, _mm256_load_ps(xt + L * i + 8), acc1[r]);
+        }
+    alignas(32) float sums[R][L];
+    for (int r = 0; r < R; ++r) {
+        _mm256_store_ps(sums[r], acc0[r]);
+        if constexpr (V == 2) _mm256_store_ps(sums[r] + 8, acc1[r]);
+    }
+    for (index_t m = 0; m < y.rows; ++m) {
+        float* yr = y.row(m) + o;
+        for (int r = 0; r < rows_here; ++r) yr[r] = accumulate ? yr[r] + sums[r][m] : sums[r][m];
+    }
+}
+}  // namespace detail
+
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1), with x given as lanes_transpose made
+/// it (xt, 32-byte aligned) and y's rows those of x (at most 16); w: [out, in] fp32 or bf16 rows.
+template <class W>
+CPX_TARGET_AVX2 void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w,
+                                   const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    // Weight rows per block: eight with one vector of sequences (8 accumulators), four with two
+    // (8 too); Zen 3, 16 rows: four took 0.91-0.95x the time of five, 0.82-0.89x that of six.
+    if (lane_width(y.rows) == 8) {
+        constexpr int R = 8;
+        for (index_t o = o0; o < o1; o += R)
+            detail::gemv_lanes_block<W, 1, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), o1, y,
+                                             accumulate);
+    } else {
+        constexpr int R = 4;
+        for (index_t o = o0; o < o1; o += R)
+            detail::gemv_lanes_block<W, 2, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), o1, y,
+                                             accumulate);
     }
 }
 

@@ -309,6 +309,20 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1 || avx512)) {
 #ifdef CPX_HAVE_GEMV_AVX2
         if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
+            if (avx2 && m >= avx2::lanes_min_rows<W>) {
+                // Sequences in the vector lanes: x transposed once (threads split the features), then the panels.
+                float* const xt = scratch.lanes(static_cast<std::size_t>(avx2::lanes_scratch(in)));
+                parallel_team(panels > 1 && m * out * in > 32768 ? max_threads() : 1, [&](int t, int team) {
+                    for_share((in + 63) / 64, t, team, [&](index_t b) {
+                        avx2::lanes_transpose(x, xt, 64 * b, std::min(in, 64 * b + 64));
+                    });
+                    team_barrier(team);
+                    for_share(panels, t, team, [&](index_t p) {
+                        avx2::gemv_lanes_nt(xt, in, w, y, p * pw, std::min(out, (p + 1) * pw), mode == Write::accumulate);
+                    });
+                });
+                return;
+            }
             if (avx2) {
                 // bf16: each row split by parity once (the scratch is sized for every few-row count).
                 StridedMatrix<const float> xs = x;
