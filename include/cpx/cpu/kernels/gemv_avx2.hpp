@@ -14,14 +14,15 @@
 // - One row: each weight row read whole before the next (one ascending stream per
 //   thread), four accumulators, no software prefetch.
 // - 2 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
-//   for a pair of input rows: eight accumulators (GCC 12 reads the inputs from L1 as
-//   the FMAs' memory operands); the next block's lines fetched meanwhile.
-// - From lanes_min_rows rows (5 with fp32 weights, 10 with bf16; batched decode) the
+//   for a pair of input rows: eight accumulators, the pair's four input vectors held in
+//   registers (GCC 12 had folded their loads into every FMA: two loads per FMA pair,
+//   more than the core issues; 4 and 8 rows on bf16 weights in L3 took 1.3-1.45x as
+//   long); the next block's lines fetched meanwhile.
+// - From lanes_min_rows rows (5 with fp32 weights, 14 with bf16; batched decode) the
 //   sequences sit in the vector lanes, as in the AVX-512 kernels: x transposed once per
 //   call into 8 or 16 lanes per input feature, each weight broadcast once for one or two
-//   vectors of sequences. The pairs above cost an FMA per 8 weights and rows plus the
-//   widening per pair; at 16 rows they ran at ~40% of the FMA peak (Zen 3), the lanes at
-//   ~65-75%.
+//   vectors of sequences: no sums across lanes, and fp32 weights without the pairs'
+//   second pass over each block.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
 // is cut into contiguous blocks of weight rows, each read whole, four rows at a time
@@ -165,8 +166,11 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
             for (int j = 0; j < 4; ++j) a[j][0] = a[j][1] = _mm256_setzero_ps();
             for (index_t i = 0; i < body; i += chunk) {
                 next.step();
-                const __m256 x0e = _mm256_loadu_ps(x0 + i), x0o = _mm256_loadu_ps(x0 + i + 8);
-                const __m256 x1e = _mm256_loadu_ps(x1 + i), x1o = _mm256_loadu_ps(x1 + i + 8);
+                __m256 x0e = _mm256_loadu_ps(x0 + i), x0o = _mm256_loadu_ps(x0 + i + 8);
+                __m256 x1e = _mm256_loadu_ps(x1 + i), x1o = _mm256_loadu_ps(x1 + i + 8);
+                // In registers for the four weight rows: GCC 12 otherwise folds the loads into each FMA,
+                // two loads per FMA pair, more than the core issues.
+                asm("" : "+x"(x0e), "+x"(x0o), "+x"(x1e), "+x"(x1o));
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; ++j) {
                     __m256 lo, hi;
@@ -191,11 +195,11 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
 /// Rows from which nn.Linear products put the sequences in the vector lanes (gemv_lanes_nt)
 /// rather than in the pairs of gemv_rows_nt, which widen each bf16 chunk once per pair of rows
 /// and reduce across lanes at the end. Measured on AMD Zen 3, two threads, the 187M qkv_mu
-/// (1280 x 1536) and o_proj (768 x 768) products, alternated binaries: fp32 weights from memory
-/// 0.8-0.9x the pairs' time at 5 and 6 rows (in L3: 1.1x at 4); bf16 weights from memory level
-/// at 8 and 9 rows on qkv_mu but 1.15x on o_proj at 8, 0.85-0.95x at 12 and 0.6-0.8x at 16.
+/// (1280 x 1536) and o_proj (768 x 768) products from memory, alternated binaries: fp32 weights
+/// 0.8-0.95x the pairs' time at 5 rows, 0.75-0.85x at 8, 0.55-0.6x at 16; bf16 weights 1.2-1.3x
+/// at 10 and 12 rows, level at 14-16 on qkv_mu and o_proj, 0.9-0.95x on the head (32000 x 768).
 template <class W>
-inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 10;
+inline constexpr index_t lanes_min_rows = std::is_same_v<W, float> ? 5 : 14;
 /// Lanes per input feature of the lane kernels: 8 (one vector) up to eight rows, else 16.
 constexpr int lane_width(index_t rows) { return rows <= 8 ? 8 : 16; }
 /// Floats of the transposed input (lanes_transpose) for `in` input features.
