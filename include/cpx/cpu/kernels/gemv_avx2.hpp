@@ -274,7 +274,7 @@ CPX_TARGET_AVX2 void gemv_lanes_block(const float* xt, index_t in, const Strided
     for (index_t i = 0; i < body; i += step) {
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + i), _MM_HINT_T1);
         if constexpr (std::is_same_v<W, float>) {
-            // Row r's weights are wr[0] + r * w.ld only when no row repeats: the broadcasts read wr[r].
+            // Each row through its own pointer: a short last block repeats its last row.
             const float* wi[R];
             for (int r = 0; r < R; ++r) wi[r] = wr[r] + i;
 #pragma GCC unroll 16
