@@ -48,6 +48,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
 #include "cpx/cpu/kernels/prefetch_lines.hpp"  // LineStream
+#include "cpx/cpu/kernels/sequence_lanes.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX2
@@ -208,12 +209,7 @@ constexpr index_t lanes_scratch(index_t in) { return 16 * in; }
 /// xt[L i + m] = x[m, i] for the rows of x (at most L = lane_width(x.rows)), zero in the other
 /// lanes: the input of gemv_lanes_nt. Transposes features [i0, i1).
 inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
-    const index_t L = lane_width(x.rows);
-    for (index_t i = i0; i < i1; ++i) {
-        float* lanes = xt + L * i;
-        for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
-        for (index_t m = x.rows; m < L; ++m) lanes[m] = 0.0f;
-    }
+    transpose_to_lanes(x, xt, lane_width(x.rows), i0, i1);
 }
 
 namespace detail {

@@ -91,6 +91,7 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
+#include "cpx/cpu/kernels/sequence_lanes.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
@@ -329,13 +330,8 @@ constexpr int lane_width(index_t rows) {
 /// in the other lanes: the input of the lane kernels on W weights. Transposes
 /// features [i0, i1).
 template <class W>
-CPX_TARGET_AVX512 inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
-    const index_t L = lane_width<W>(x.rows);
-    for (index_t i = i0; i < i1; ++i) {
-        float* lanes = xt + L * i;
-        for (index_t m = 0; m < x.rows; ++m) lanes[m] = x.row(m)[i];
-        for (index_t m = x.rows; m < L; ++m) lanes[m] = 0.0f;
-    }
+inline void lanes_transpose(const StridedMatrix<const float>& x, float* xt, index_t i0, index_t i1) {
+    transpose_to_lanes(x, xt, lane_width<W>(x.rows), i0, i1);
 }
 
 namespace detail {
