@@ -3,6 +3,7 @@
 // batch of decode rows transposed so that each input feature holds one value per sequence in
 // consecutive vector lanes, ready to be multiplied by one broadcast weight.
 
+#include "cpx/core/strided_matrix.hpp"
 #include "cpx/core/tensor_view.hpp"
 
 namespace cpx::cpu {
