@@ -96,8 +96,8 @@ void prefill_f32_packed(const Shape& s, index_t tokens, int threads) {
         bench::set_threads(threads);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * s.in), 1.0, 1);
         const auto w = bench::normal_vector<float>(static_cast<std::size_t>(s.out * s.in), 0.02, 2);
-        const auto packed =
-            cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), s.out, s.in), cpu::WeightOrientation::out_in);
+        const auto packed = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), s.out, s.in),
+                                                 cpu::WeightOrientation::out_in, cpu::fp32_panel_layout());
         std::vector<float> y(static_cast<std::size_t>(tokens * s.out));
         Work work;
         work.tokens = static_cast<double>(tokens);

@@ -485,4 +485,14 @@ TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
     CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 3, 8), false,
                                    scratch, cpu::Bf16Level::none),
                     InputError);
+    // Column strips are the AVX2 fp32 product's layout; the bf16 kernels read rows.
+    const auto strips = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in,
+                                              cpu::PanelLayout::strips);
+    CHECK_THROWS_WITH_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), strips, cpu::rows_of(y.data(), 3, 8),
+                                        false, scratch, cpu::best_bf16_level()),
+                         doctest::Contains("column strips"), InputError);
+    std::vector<std::uint16_t> a(64 * 8, 0);
+    CHECK_THROWS_WITH_AS(cpu::gemm_bf16_rounded(a.data(), 8, 3, strips, cpu::rows_of(y.data(), 3, 8), false,
+                                                cpu::Bf16Level::avx512_bf16),
+                         doctest::Contains("column strips"), InputError);
 }

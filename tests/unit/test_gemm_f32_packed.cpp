@@ -3,10 +3,13 @@
 // (a bf16 weight's values widen exactly), so only the summation errs:
 // |y - y_exact| <= (K + 1) 2^-24 S per element, S = |y0| + sum_k |x_k w_k|
 // (K additions, one more when accumulating into y0), checked element by element.
+// Both panel layouts (rows, and the column strips the AVX2 kernel's weights are packed in)
+// under every kernel: a product over strips runs on the AVX2 kernel whatever the level.
 #include <doctest/doctest.h>
 
 #include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -66,9 +69,11 @@ std::vector<bf16> to_bf16(const std::vector<float>& w) {
 /// Panels = PackedF32 (fp32 weights) or PackedBf16 (a bf16 weight's panels, widened by the
 /// product): the product of the stored values is exact in fp32 either way.
 template <class Panels>
-void run_case(int m, int k, int n, bool accumulate, cpu::WeightOrientation orientation) {
+void run_case(int m, int k, int n, bool accumulate, cpu::WeightOrientation orientation,
+              cpu::PanelLayout layout = cpu::PanelLayout::rows) {
     constexpr bool widened = std::is_same_v<Panels, cpu::PackedBf16>;
     CAPTURE(widened);
+    CAPTURE(layout == cpu::PanelLayout::strips);
     CAPTURE(m);
     CAPTURE(k);
     CAPTURE(n);
@@ -84,10 +89,11 @@ void run_case(int m, int k, int n, bool accumulate, cpu::WeightOrientation orien
     Panels packed;
     if constexpr (widened) {
         const auto w16 = to_bf16(stored);
-        packed = Panels::pack(cpu::rows_of<const bf16>(w16.data(), rows, cols), orientation);
+        packed = Panels::pack(cpu::rows_of<const bf16>(w16.data(), rows, cols), orientation, layout);
     } else {
-        packed = Panels::pack(cpu::rows_of<const float>(stored.data(), rows, cols), orientation);
+        packed = Panels::pack(cpu::rows_of<const float>(stored.data(), rows, cols), orientation, layout);
     }
+    REQUIRE(packed.layout() == layout);
     const auto initial = testing::random_normal(static_cast<std::size_t>(m) * n, 6);
     std::vector<float> y = accumulate ? initial : testing::poisoned<float>(initial.size());
     cpu::gemm_f32_packed(cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n), accumulate);
@@ -98,9 +104,13 @@ template <class Panels>
 void run_tail_cases() {
     const int cases[][3] = {{1, 1, 1}, {5, 3, 17}, {6, 31, 65}, {7, 64, 63}, {13, 257, 130}, {200, 300, 200},
                             {37, 700, 129}, {400, 96, 70}, {2, 2, 64}, {4, 33, 1}};
-    for (const auto& c : cases)
-        for (bool accumulate : {false, true}) run_case<Panels>(c[0], c[1], c[2], accumulate, cpu::WeightOrientation::out_in);
-    for (bool accumulate : {false, true}) run_case<Panels>(13, 257, 130, accumulate, cpu::WeightOrientation::in_out);
+    for (cpu::PanelLayout layout : {cpu::PanelLayout::rows, cpu::PanelLayout::strips}) {
+        for (const auto& c : cases)
+            for (bool accumulate : {false, true})
+                run_case<Panels>(c[0], c[1], c[2], accumulate, cpu::WeightOrientation::out_in, layout);
+        for (bool accumulate : {false, true})
+            run_case<Panels>(13, 257, 130, accumulate, cpu::WeightOrientation::in_out, layout);
+    }
 }
 
 }  // namespace
@@ -114,6 +124,64 @@ TEST_CASE("fp32 packing is exact, padding is zero") {
     for (int o = 0; o < n; ++o)
         for (int i = 0; i < k; ++i) CHECK(p.at(o, i) == w[o * k + i]);
     CHECK(p.at(cpu::packed_panel_cols * 2 - 1, 8) == 0.0f);
+}
+
+TEST_CASE("packing in column strips is exact, blocks and strips where the layout says, padding zero") {
+    // Three input blocks, the last short (fp32: 1024 groups per block; bf16: 512 pairs), and a
+    // panel with only one live strip.
+    const int n = 70, k = 2 * static_cast<int>(cpu::strip_block_inputs) + 37;
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 7);
+    const auto f = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in,
+                                        cpu::PanelLayout::strips);
+    const auto w16 = to_bf16(w);
+    const auto h = cpu::PackedBf16::pack(cpu::rows_of<const bf16>(w16.data(), n, k), cpu::WeightOrientation::out_in,
+                                         cpu::PanelLayout::strips);
+    int wrong = 0;
+    for (int o = 0; o < n; ++o)
+        for (int i = 0; i < k; ++i) {
+            wrong += f.at(o, i) != w[o * k + i];
+            wrong += h.at(o, i) != w16[o * k + i].to_float();
+        }
+    CHECK(wrong == 0);
+    CHECK(f.at(cpu::packed_panel_cols * 2 - 1, k - 1) == 0.0f);
+    CHECK(h.at(cpu::packed_panel_cols * 2 - 1, k) == 0.0f);  // the pad input of the odd K's last pair
+    // Panel 0: strip 1 of block 0 follows its strip 0 (1024 groups); block 1 follows all four.
+    const index_t block = cpu::strip_block_inputs;
+    CHECK(f.offset(cpu::strip_cols, 0) == block * cpu::strip_cols);
+    CHECK(f.offset(0, block) == block * cpu::packed_panel_cols);
+    const index_t block1 = std::min<index_t>(block, k - block);  // groups of block 1
+    CHECK(f.offset(cpu::strip_cols, block) == block * cpu::packed_panel_cols + block1 * cpu::strip_cols);
+    CHECK(f.offset(1, 1) == cpu::strip_cols + 1);
+    // The last block's strips hold its 37 groups (fp32) or 19 pairs (bf16) each.
+    CHECK(f.view().strip_stride(2 * block) == 37 * cpu::strip_cols);
+    CHECK(h.view().strip_stride(block) == 19 * cpu::strip_cols * 2);
+    CHECK(h.view().strip_stride(0) == block / 2 * cpu::strip_cols * 2);
+    const auto rows = cpu::PackedF32::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    CHECK(rows.view().strip_stride(0) == cpu::strip_cols);
+    CHECK(rows.view().group_stride() == cpu::packed_panel_cols);
+}
+
+TEST_CASE("weights for fp32 arithmetic are packed in column strips where the vector level is AVX2") {
+    const int n = 20, k = 30;
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 8);
+    const auto rows = cpu::rows_of<const float>(w.data(), n, k);
+    for (cpu::VectorIsa isa : testing::vector_isas()) {
+        const cpu::VectorIsaLimit limit(isa);
+        CAPTURE(cpu::vector_isa_name(isa));
+        const auto p = cpu::PackedWeight::pack(rows, cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
+        const auto want = isa == cpu::VectorIsa::avx2 ? cpu::PanelLayout::strips : cpu::PanelLayout::rows;
+        CHECK(cpu::fp32_panel_layout() == want);
+        REQUIRE(p.f32() != nullptr);
+        CHECK(p.f32()->layout() == want);
+        const auto w16 = to_bf16(w);
+        const auto q = cpu::PackedWeight::pack(cpu::rows_of<const bf16>(w16.data(), n, k),
+                                               cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
+        REQUIRE(q.bf16_widened() != nullptr);
+        CHECK(q.bf16_widened()->layout() == want);
+        const auto b = cpu::PackedWeight::pack(rows, cpu::WeightOrientation::out_in, cpu::Compute::bf16);
+        REQUIRE(b.bf16() != nullptr);
+        CHECK(b.bf16()->layout() == cpu::PanelLayout::rows);  // the bf16 kernels read rows only
+    }
 }
 
 TEST_CASE("packed fp32 product: tails in M, N and K, both modes, both orientations") {
@@ -132,16 +200,19 @@ TEST_CASE("packed fp32 product: inputs over several blocks, the last one short")
     on_each_kernel([&] {
         // Each input block after the first adds to the accumulators the one before stored.
         const int k = static_cast<int>(2 * cpu::gemm_f32_detail::block_depth) + 37;
-        for (bool accumulate : {false, true}) {
-            run_case<cpu::PackedF32>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);
-            run_case<cpu::PackedBf16>(9, k, 70, accumulate, cpu::WeightOrientation::out_in);  // odd: the last pair half
-            run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, cpu::WeightOrientation::out_in);
-            // Decode's few rows: one tile per thread, which on AVX2 fetches the next block (the
-            // next panel, or its next input block) over its 2 or 4 strips.
-            run_case<cpu::PackedF32>(2, k, 130, accumulate, cpu::WeightOrientation::out_in);
-            run_case<cpu::PackedF32>(4, k, 130, accumulate, cpu::WeightOrientation::out_in);
-            run_case<cpu::PackedBf16>(3, k, 130, accumulate, cpu::WeightOrientation::out_in);
-        }
+        for (cpu::PanelLayout layout : {cpu::PanelLayout::rows, cpu::PanelLayout::strips})
+            for (bool accumulate : {false, true}) {
+                const auto out_in = cpu::WeightOrientation::out_in;
+                run_case<cpu::PackedF32>(9, k, 70, accumulate, out_in, layout);
+                run_case<cpu::PackedBf16>(9, k, 70, accumulate, out_in, layout);  // odd: the last pair half
+                run_case<cpu::PackedBf16>(16, k + 1, 70, accumulate, out_in, layout);
+                // Decode's few rows: one tile per thread, which on AVX2 fetches the next block (the
+                // next panel, or its next input block) over its 2 or 4 strips.
+                run_case<cpu::PackedF32>(1, k, 130, accumulate, out_in, layout);
+                run_case<cpu::PackedF32>(2, k, 130, accumulate, out_in, layout);
+                run_case<cpu::PackedF32>(4, k, 130, accumulate, out_in, layout);
+                run_case<cpu::PackedBf16>(3, k, 130, accumulate, out_in, layout);
+            }
     });
 }
 

@@ -224,6 +224,8 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
                         b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_bf16: output is [", y.rows, ", ", y.cols,
                         "], expected [", x.rows, ", ", b.outputs(), "]");
+    require<InputError>(b.layout() == PanelLayout::rows,
+                        "gemm_bf16: the panels are in column strips, the AVX2 fp32 product's layout");
     require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
                         bf16_level_name(level), " is not available on this machine (",
                         cpu_features().summary(), ")");
@@ -263,6 +265,8 @@ inline index_t bf16_rounded_rows([[maybe_unused]] index_t m, [[maybe_unused]] Bf
 inline void gemm_bf16_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
                               const StridedMatrix<float>& y, bool accumulate, Bf16Level level,
                               [[maybe_unused]] int max_team = 0) {
+    require<InputError>(b.layout() == PanelLayout::rows,
+                        "gemm_bf16_rounded: the panels are in column strips, the AVX2 fp32 product's layout");
     require<InputError>((level == Bf16Level::avx512_bf16 || level == Bf16Level::amx) && bf16_level_available(level),
                         "gemm_bf16_rounded: level ", bf16_level_name(level),
                         " has no bf16 inputs or is not available on this machine (", cpu_features().summary(), ")");

@@ -1,21 +1,27 @@
 #pragma once
 // The AVX2 micro-kernel of the packed fp32 product (cpu/kernels/gemm_f32_packed.hpp), for
-// CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 2 and 3, Intel client cores). It reads the
-// same 64-column panels as the AVX-512 kernel (cpu/kernels/gemm_f32_avx512.hpp), so one
-// packed weight serves both, and it is the same product up to summation order.
+// CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 2 and 3, Intel client cores): the same
+// product as the AVX-512 kernel (cpu/kernels/gemm_f32_avx512.hpp) up to summation order.
 //
 // Sixteen 8-lane registers cannot hold a 64-column tile of several rows, so a tile walks its
-// panel in column strips, each a full pass over the block's inputs: 6 rows x 16 columns (12
-// accumulators, 2 B vectors and a broadcast: two loads and six broadcasts per 12 FMAs),
-// 2 rows x 32 columns, or 1 row x 64 columns (decode: the panel read as one stream, each
-// weight used once, straight from memory into its FMA). The block's B part stays in L2
-// between strips. A tile of several rows reads the block from memory in its first strip only,
-// so it fetches the next block's lines over all of its strips (single_tile_ahead, below); the
-// last block of a thread's share has no next one, and its first strip fetches every line of
-// the group (all strips' lines) ahead instead.
+// panel in passes over the block's inputs, each over 16 columns (a strip) or more: 6 rows x
+// 16 columns (12 accumulators, 2 B vectors and a broadcast: two loads and six broadcasts per
+// 12 FMAs), 2 rows x 32 columns, or 1 row x 64 columns (decode: each weight used once,
+// straight from memory into its FMA). The block's B part stays in L2 between passes. A tile
+// of several rows is the only reader of its block in batched decode, so it fetches the next
+// block's lines over all of its passes (single_tile_ahead, below); the last block of a
+// thread's share has no next one, and each pass fetches its own lines a few KiB ahead instead.
+//
+// Panels come in either layout (packed_panels.hpp). In rows, as the AVX-512 kernel reads
+// them, a pass reads 64 bytes of every 256 (fp32): the lines of a strip fall into a quarter
+// of L1's sets and the pass's stream skips three lines of four. In strips, a pass reads one
+// ascending run of lines. The weights of fp32 arithmetic are packed in strips where this
+// kernel runs (PackedWeight::pack; numbers there); attention's keys and values, packed per
+// call, stay in rows. The tiles take a panel's two strides (from one input group to the
+// next, from one strip to the next) as arguments, so one code reads both.
 //
 // bf16 panels (a weight stored in bf16, Compute::fp32_packed) hold two consecutive inputs of
-// one column per 32-bit word: the same 256 bytes per input pair as fp32 per input, widened
+// one column per 32-bit word: the same bytes per input pair as fp32 per input, widened
 // exactly in registers (even input: word << 16, odd: word & 0xffff0000).
 //
 // Compiled by function attribute, called only where cpu_features() reports AVX2 and FMA.
@@ -48,9 +54,10 @@ static_assert(packed_panel_cols % 64 == 0, "a panel is whole strips of every wid
 /// more input steps.
 constexpr index_t passes(int rows) { return packed_panel_cols / (8 * strip_vectors_for(rows)); }
 /// Rows from which a tile that is the only one over its block (batched decode, the routed
-/// experts' few rows) fetches the next block, spread over its passes (panel_gemm::thread_share):
-/// its first pass reads the block from memory and the others from cache, and with only the
-/// first pass fetching (4 KiB ahead) memory idled during the others. 187M decode steps, 512
+/// experts' few rows) fetches the next block, spread over its passes (panel_gemm::thread_share).
+/// Measured on panels in rows, where the first pass read the block from memory and the others
+/// from cache, and with only the first pass fetching (4 KiB ahead) memory idled during the
+/// others; panels in strips keep it (see PackedWeight::pack for their steps). 187M decode steps, 512
 /// cached tokens, two threads, Zen 3, alternated binaries: 4 sequences on fp32 panels
 /// (`fp32_packed`) 72.7-88.8 -> 47.3-53.3 ms (the stored weights' few-row loop: 45.7-50.4),
 /// on bf16 panels 36.2-38.0 -> 26.4-30.9 ms, under `bf16` 38.1-39.2 -> 29.0-29.3 ms and at 16
@@ -108,13 +115,14 @@ struct Accumulators {
 };
 
 namespace detail {
-/// acc[r][.] += a[r] * b[.] for one input of the strip whose NV vectors start at `b`.
+/// acc[r][.] += a[r] * b[.] for one input of the pass whose NV vectors start at `b`, NV / 2
+/// strips `sstride` values apart.
 template <int MR, int NV>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void step(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t k,
-                                          const float* b) {
+                                          const float* b, index_t sstride) {
     __m256 bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + 8 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + v / 2 * sstride + 8 * (v % 2));
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
         const __m256 av = _mm256_broadcast_ss(arow[r] + k);
@@ -124,14 +132,15 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void step(Accumulators<MR, NV>& acc, const floa
 }
 
 /// One half of a bf16 input pair: its even (Odd = false) or odd inputs, widened; `b` points
-/// at the strip's words of the pair.
+/// at the pass's words of the pair, NV / 2 strips `sstride` values apart.
 template <int MR, int NV, bool Odd>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void half_pair(Accumulators<MR, NV>& acc, const float* const (&arow)[MR], index_t p,
-                                               const bf16* b) {
+                                               const bf16* b, index_t sstride) {
     __m256 bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-        const __m256i words = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 16 * v));
+        const bf16* words_at = b + v / 2 * sstride + 16 * (v % 2);
+        const __m256i words = _mm256_load_si256(reinterpret_cast<const __m256i*>(words_at));
         bv[v] = Odd ? avx2::bf16_high_halves(words) : avx2::bf16_low_halves(words);
     }
 #pragma GCC unroll 8
@@ -142,68 +151,105 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void half_pair(Accumulators<MR, NV>& acc, const
     }
 }
 
-/// Prefetches for the input step at `group` (the group's first byte) of strip `strip`.
+/// The lines a tile without a Prefetcher fetches ahead of each input step of a pass: rows
+/// layout, the first pass the whole group (4 lines), the others none; strips, every pass its
+/// own strips' lines.
+struct StreamFetch {
+    int lines = 0;
+    index_t stride = 0;  ///< bytes between them
+
+    StreamFetch(int vectors, index_t pass, index_t strip_bytes, bool strips) {
+        if (strips) lines = vectors / 2, stride = strip_bytes;
+        else if (pass == 0) lines = static_cast<int>(packed_panel_cols * sizeof(float) / 64), stride = 64;
+    }
+    void operator()(const void* step) const {
+        const char* p = static_cast<const char*>(step) + avx512_tile::stream_distance;
+        for (int i = 0; i < lines; ++i) _mm_prefetch(p + i * stride, _MM_HINT_T0);
+    }
+};
+
+/// Prefetches for the input step at `step` (its first B value) of a pass.
 template <int MR, bool Ahead>
-inline void fetch(avx512_tile::Prefetcher& ahead, const void* group, index_t strip) {
+inline void fetch(avx512_tile::Prefetcher& ahead, const StreamFetch& stream, const void* step) {
     if constexpr (Ahead) ahead.step();
-    else if constexpr (MR > 1)
-        if (strip == 0) avx512_tile::fetch_stream(group);
+    else if constexpr (MR > 1) stream(step);
 }
 }  // namespace detail
 
-/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs, strip by strip.
+/// Where a tile finds its B values (PackedPanelsView::group_stride, strip_stride): `group`
+/// values from one input group to the next, `strip` from one 16-column strip to the next;
+/// `strips`: the layout is PanelLayout::strips.
+struct PanelStrides {
+    index_t group, strip;
+    bool strips;
+
+    template <class T>
+    static PanelStrides of(const PackedPanelsView<T>& b, index_t g) {
+        return {b.group_stride(), b.strip_stride(g), b.layout() == PanelLayout::strips};
+    }
+};
+
+/// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs, pass by pass.
 template <int MR, bool Ahead>
-CPX_TARGET_AVX2 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
-                                 index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
+CPX_TARGET_AVX2 inline void tile(const float* a, index_t lda, const float* b, PanelStrides st, index_t depth, float* c,
+                                 index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
     constexpr int NV = strip_vectors<MR>;
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t s = 0; s * 8 * NV < cols; ++s) {
         const index_t c0 = s * 8 * NV;
+        const float* bs = b + c0 / strip_cols * st.strip;
+        const detail::StreamFetch stream(NV, s, st.strip * static_cast<index_t>(sizeof(float)), st.strips);
         Accumulators<MR, NV> acc(c + c0, ldc, cols - c0, load_c);
         for (index_t k = 0; k < depth; ++k) {
-            const float* bk = b + k * packed_panel_cols;
-            detail::fetch<MR, Ahead>(ahead, bk, s);
-            detail::step(acc, arow, k, bk + c0);
+            const float* bk = bs + k * st.group;
+            detail::fetch<MR, Ahead>(ahead, stream, bk);
+            detail::step(acc, arow, k, bk, st.strip);
         }
         acc.store(c + c0, ldc);
     }
 }
 
 /// tile<rows> for 1 <= rows <= tile_rows.
-inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
-                        index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, depth, c, ldc, cols, load_c, ahead); });
+inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, PanelStrides st, index_t depth, float* c,
+                        index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() {
+        tile<R, Ahead>(a, lda, b, st, depth, c, ldc, cols, load_c, ahead);
+    });
 }
 
 /// tile() on bf16 panels over `pairs` input pairs. `half_last`: the last pair has only its even
 /// input (an odd K): a[.., 2 pairs - 1] is neither read nor multiplied.
 template <int MR, bool Ahead>
-CPX_TARGET_AVX2 inline void tile_bf16(const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last, float* c,
-                                      index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
+CPX_TARGET_AVX2 inline void tile_bf16(const float* a, index_t lda, const bf16* b, PanelStrides st, index_t pairs,
+                                      bool half_last, float* c, index_t ldc, index_t cols, bool load_c,
+                                      avx512_tile::Prefetcher ahead) {
     constexpr int NV = strip_vectors<MR>;
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     const index_t full = half_last ? pairs - 1 : pairs;
     for (index_t s = 0; s * 8 * NV < cols; ++s) {
         const index_t c0 = s * 8 * NV;
+        const bf16* bs = b + c0 / strip_cols * st.strip;
+        const detail::StreamFetch stream(NV, s, st.strip * static_cast<index_t>(sizeof(bf16)), st.strips);
         Accumulators<MR, NV> acc(c + c0, ldc, cols - c0, load_c);
         for (index_t p = 0; p < full; ++p) {
-            const bf16* bp = b + p * (packed_panel_cols * 2);
-            detail::fetch<MR, Ahead>(ahead, bp, s);
-            detail::half_pair<MR, NV, false>(acc, arow, p, bp + 2 * c0);
-            detail::half_pair<MR, NV, true>(acc, arow, p, bp + 2 * c0);
+            const bf16* bp = bs + p * st.group;
+            detail::fetch<MR, Ahead>(ahead, stream, bp);
+            detail::half_pair<MR, NV, false>(acc, arow, p, bp, st.strip);
+            detail::half_pair<MR, NV, true>(acc, arow, p, bp, st.strip);
         }
-        if (half_last) detail::half_pair<MR, NV, false>(acc, arow, full, b + full * (packed_panel_cols * 2) + 2 * c0);
+        if (half_last) detail::half_pair<MR, NV, false>(acc, arow, full, bs + full * st.group, st.strip);
         acc.store(c + c0, ldc);
     }
 }
 
 /// tile_bf16<rows> for 1 <= rows <= tile_rows.
-inline void tile_bf16_rows_n(int rows, const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
-                             float* c, index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+inline void tile_bf16_rows_n(int rows, const float* a, index_t lda, const bf16* b, PanelStrides st, index_t pairs,
+                             bool half_last, float* c, index_t ldc, index_t cols, bool load_c,
+                             avx512_tile::Prefetcher ahead = {}) {
     avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() {
-        tile_bf16<R, Ahead>(a, lda, b, pairs, half_last, c, ldc, cols, load_c, ahead);
+        tile_bf16<R, Ahead>(a, lda, b, st, pairs, half_last, c, ldc, cols, load_c, ahead);
     });
 }
 

@@ -38,6 +38,7 @@ namespace gemm_f32_detail {
 /// prefill took 4-11% less time on one thread (Zen 5, alternated binaries). The AVX2 tile
 /// (Zen 3) ran no faster with blocks of 256 or 512 inputs.
 inline constexpr index_t block_depth = 1024;
+static_assert(block_depth == strip_block_inputs, "a block of PanelLayout::strips is one input block of the product");
 }  // namespace gemm_f32_detail
 
 #if defined(CPX_HAVE_GEMM_F32_AVX512) && defined(CPX_HAVE_GEMM_F32_AVX2)
@@ -58,23 +59,37 @@ namespace gemm_f32_detail {
 /// The two micro-kernels behind one interface. `passes(rows)`: how many times a tile of that
 /// many rows walks its input steps (the AVX2 tile once per column strip), over which its
 /// prefetches spread; `single_tile_ahead`: panel_gemm::thread_share's argument of that name.
+/// Each reads panel p of b from input group g; the AVX-512 kernel rows only, the AVX2 one both layouts.
 struct Avx512Kernel {
     static constexpr int tile_rows = avx512_f32::tile_rows;
     static constexpr index_t passes(int) { return 1; }
     static constexpr index_t single_tile_ahead = std::numeric_limits<index_t>::max();
-    template <class... A>
-    static void tile_rows_n(A&&... a) { avx512_f32::tile_rows_n(std::forward<A>(a)...); }
-    template <class... A>
-    static void tile_bf16_rows_n(A&&... a) { avx512_f32::tile_bf16_rows_n(std::forward<A>(a)...); }
+    template <class T, class... A>
+    static void tile_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
+                            A&&... rest) {
+        avx512_f32::tile_rows_n(rows, a, lda, b.panel(p, g), std::forward<A>(rest)...);
+    }
+    template <class T, class... A>
+    static void tile_bf16_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
+                                 A&&... rest) {
+        avx512_f32::tile_bf16_rows_n(rows, a, lda, b.panel(p, g), std::forward<A>(rest)...);
+    }
 };
 struct Avx2Kernel {
     static constexpr int tile_rows = avx2_f32::tile_rows;
     static constexpr index_t passes(int rows) { return avx2_f32::passes(rows); }
     static constexpr index_t single_tile_ahead = avx2_f32::single_tile_ahead;
-    template <class... A>
-    static void tile_rows_n(A&&... a) { avx2_f32::tile_rows_n(std::forward<A>(a)...); }
-    template <class... A>
-    static void tile_bf16_rows_n(A&&... a) { avx2_f32::tile_bf16_rows_n(std::forward<A>(a)...); }
+    template <class T, class... A>
+    static void tile_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
+                            A&&... rest) {
+        avx2_f32::tile_rows_n(rows, a, lda, b.panel(p, g), avx2_f32::PanelStrides::of(b, g), std::forward<A>(rest)...);
+    }
+    template <class T, class... A>
+    static void tile_bf16_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
+                                 A&&... rest) {
+        avx2_f32::tile_bf16_rows_n(rows, a, lda, b.panel(p, g), avx2_f32::PanelStrides::of(b, g),
+                                   std::forward<A>(rest)...);
+    }
 };
 
 /// The loop nest of both micro-kernels on `threads` threads (checked shapes, nonempty).
@@ -94,11 +109,11 @@ void run(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const Strid
                 const bool load_c = accumulate || !first_block;
                 const avx512_tile::Prefetcher ahead(b, next, gn * Kernel::passes(rows));
                 if constexpr (std::is_same_v<T, float>) {
-                    Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b.panel(p, g), gn, y.row(r) + p * packed_panel_cols,
-                                        y.ld, cols, load_c, ahead);
+                    Kernel::tile_rows_n(rows, x.row(r) + g, x.ld, b, p, g, gn, y.row(r) + p * packed_panel_cols, y.ld,
+                                        cols, load_c, ahead);
                 } else {  // an odd K leaves the last pair half: x has no input past the row
                     const bool half_last = g + gn == depth && inputs % 2 != 0;
-                    Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b.panel(p, g), gn, half_last,
+                    Kernel::tile_bf16_rows_n(rows, x.row(r) + 2 * g, x.ld, b, p, g, gn, half_last,
                                              y.row(r) + p * packed_panel_cols, y.ld, cols, load_c, ahead);
                 }
             },
@@ -127,8 +142,11 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<T> b, const S
     }
 #ifdef CPX_HAVE_GEMM_F32_PACKED
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, inputs));
-    if (vector_isa() == VectorIsa::avx512) run<Avx512Kernel>(x, b, y, accumulate, threads);
-    else run<Avx2Kernel>(x, b, y, accumulate, threads);
+    // Panels in strips (packed where the level was AVX2) run on the AVX2 kernel whatever the level now.
+    if (vector_isa() == VectorIsa::avx512 && b.layout() == PanelLayout::rows)
+        run<Avx512Kernel>(x, b, y, accumulate, threads);
+    else
+        run<Avx2Kernel>(x, b, y, accumulate, threads);
 #else
     (void)max_team;
 #endif
