@@ -152,19 +152,19 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void half_pair(Accumulators<MR, NV>& acc, const
 }
 
 /// The lines a tile without a Prefetcher fetches ahead of each input step of a pass: rows
-/// layout, the first pass the whole group (4 lines), the others none; strips, every pass its
-/// own strips' lines.
+/// layout, the first pass the whole group (avx512_tile::fetch_stream), the others none; strips,
+/// every pass its own strips' lines, as far ahead.
 struct StreamFetch {
-    int lines = 0;
-    index_t stride = 0;  ///< bytes between them
+    int strip_lines = 0;  ///< strips: lines per step, `stride` bytes apart
+    index_t stride = 0;
+    bool group = false;  ///< rows: the group's lines
 
-    StreamFetch(int vectors, index_t pass, index_t strip_bytes, bool strips) {
-        if (strips) lines = vectors / 2, stride = strip_bytes;
-        else if (pass == 0) lines = static_cast<int>(packed_panel_cols * sizeof(float) / 64), stride = 64;
-    }
+    StreamFetch(int vectors, index_t pass, index_t strip_bytes, bool strips)
+        : strip_lines(strips ? vectors / 2 : 0), stride(strip_bytes), group(!strips && pass == 0) {}
     void operator()(const void* step) const {
+        if (group) return avx512_tile::fetch_stream(step);
         const char* p = static_cast<const char*>(step) + avx512_tile::stream_distance;
-        for (int i = 0; i < lines; ++i) _mm_prefetch(p + i * stride, _MM_HINT_T0);
+        for (int i = 0; i < strip_lines; ++i) _mm_prefetch(p + i * stride, _MM_HINT_T0);
     }
 };
 

@@ -352,10 +352,10 @@ inline constexpr int nn_fetch_lines = static_cast<int>(4 * 8 * sizeof(W) / 64);
 /// of `stride` floats); four weight rows at a time, each read whole, each widened chunk of them
 /// used for two input rows (16 rows of the 187M expert's products, two threads, Zen 3: bf16
 /// 2.5-3.2 -> 3.2-3.9 GB/s, fp32 5.7-6.4 -> 6.4-9.0; the widening had been repeated per row).
-/// The four rows are four streams a row apart that restart every block, which the hardware
-/// prefetchers follow late (from memory at 4 rows one thread read ~5.5 GB/s at ~22 GFLOP/s:
-/// neither bound), so the first pair fetches the block two blocks on into L1 while it computes,
-/// as many lines per step as it reads (one on bf16, two on fp32). Zen 3, the 187M expert's
+/// Those four streams a row apart restart every block, which the hardware prefetchers follow
+/// late (from memory at 4 rows one thread read ~5.5 GB/s at ~22 GFLOP/s: neither bound), so the
+/// first pair fetches the block two blocks on into L1 while it computes, as many lines per step
+/// as it reads (one on bf16, two on fp32). Zen 3, the 187M expert's
 /// gate|up [768 -> 1024] and down [512 -> 768] on bf16 weights from memory, alternated in one
 /// process: one thread 1.40-1.48x faster at 2 and 4 rows, 1.29x at 8, 1.16x at 16; two threads
 /// 1.24-1.44x at 2 and 4, 1.12x at 16; fp32 weights 1.0-1.06x. 187M four-sequence steps on bf16
