@@ -132,8 +132,17 @@ void check_against_references(const std::vector<float>& x, const std::vector<flo
     CHECK(bad_exact == 0);
 }
 
-void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation, Kernel kernel) {
+/// The panel layouts kernel `k` reads: the widened level (the packed fp32 product) both,
+/// the bf16 instructions rows only.
+std::vector<cpu::PanelLayout> layouts_of(Kernel k) {
+    if (k == Kernel::widened) return {cpu::PanelLayout::rows, cpu::PanelLayout::strips};
+    return {cpu::PanelLayout::rows};
+}
+
+void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation, Kernel kernel,
+              cpu::PanelLayout layout = cpu::PanelLayout::rows) {
     CAPTURE(kernel_name(kernel));
+    CAPTURE(layout == cpu::PanelLayout::strips);
     CAPTURE(c.m);
     CAPTURE(c.k);
     CAPTURE(c.n);
@@ -142,13 +151,14 @@ void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation, Kerne
     const auto w = testing::random_normal(static_cast<std::size_t>(c.n) * c.k, 23 + c.n, 0.05f);  // [n, k]
     cpu::PackedBf16 packed;
     if (orientation == cpu::WeightOrientation::out_in) {
-        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), c.n, c.k), orientation);
+        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), c.n, c.k), orientation, layout);
     } else {
         std::vector<float> wt(w.size());  // [k, n]
         for (int o = 0; o < c.n; ++o)
             for (int i = 0; i < c.k; ++i) wt[static_cast<std::size_t>(i) * c.n + o] = w[static_cast<std::size_t>(o) * c.k + i];
-        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(wt.data(), c.k, c.n), orientation);
+        packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(wt.data(), c.k, c.n), orientation, layout);
     }
+    REQUIRE(packed.layout() == layout);
     REQUIRE(packed.outputs() == c.n);
     REQUIRE(packed.inputs() == c.k);
     const auto initial = testing::random_normal(static_cast<std::size_t>(c.m) * c.n, 5);
@@ -345,10 +355,14 @@ TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientatio
                           {200, 300, 200}, {37, 700, 129}, {400, 96, 70}};
     for (const Kernel kernel : all_kernels) {
         if (!runnable(kernel)) continue;
-        for (const Case c : cases)
-            for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::out_in, kernel);
-        for (const Case c : {Case{13, 257, 130}, Case{5, 3, 17}})
-            for (bool accumulate : {false, true}) run_case(c, accumulate, cpu::WeightOrientation::in_out, kernel);
+        for (const cpu::PanelLayout layout : layouts_of(kernel)) {
+            for (const Case c : cases)
+                for (bool accumulate : {false, true})
+                    run_case(c, accumulate, cpu::WeightOrientation::out_in, kernel, layout);
+            for (const Case c : {Case{13, 257, 130}, Case{5, 3, 17}})
+                for (bool accumulate : {false, true})
+                    run_case(c, accumulate, cpu::WeightOrientation::in_out, kernel, layout);
+        }
     }
 }
 
@@ -357,8 +371,11 @@ TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
     const int k = static_cast<int>(4 * cpu::gemm_bf16_detail::block_pairs) + 37;  // 2 blocks, then 18.5 pairs
     for (const Kernel kernel : all_kernels) {
         if (!runnable(kernel)) continue;
-        for (bool accumulate : {false, true}) run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in, kernel);
-        run_case(Case{40, k, 64}, true, cpu::WeightOrientation::out_in, kernel);
+        for (const cpu::PanelLayout layout : layouts_of(kernel)) {
+            for (bool accumulate : {false, true})
+                run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in, kernel, layout);
+            run_case(Case{40, k, 64}, true, cpu::WeightOrientation::out_in, kernel, layout);
+        }
     }
 }
 
@@ -485,12 +502,17 @@ TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
     CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 3, 8), false,
                                    scratch, cpu::Bf16Level::none),
                     InputError);
-    // Column strips are the AVX2 fp32 product's layout; the bf16 kernels read rows.
+    // Column strips are the AVX2 fp32 product's layout, which the widened level is; the bf16
+    // instructions read rows.
     const auto strips = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in,
                                               cpu::PanelLayout::strips);
-    CHECK_THROWS_WITH_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), strips, cpu::rows_of(y.data(), 3, 8),
-                                        false, scratch, cpu::best_bf16_level()),
-                         doctest::Contains("column strips"), InputError);
+    for (const cpu::Bf16Level level : {cpu::Bf16Level::avx512_bf16, cpu::Bf16Level::amx}) {
+        if (!cpu::bf16_level_available(level)) continue;
+        CAPTURE(std::string(cpu::bf16_level_name(level)));
+        CHECK_THROWS_WITH_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), strips,
+                                            cpu::rows_of(y.data(), 3, 8), false, scratch, level),
+                             doctest::Contains("column strips"), InputError);
+    }
     std::vector<std::uint16_t> a(64 * 8, 0);
     CHECK_THROWS_WITH_AS(cpu::gemm_bf16_rounded(a.data(), 8, 3, strips, cpu::rows_of(y.data(), 3, 8), false,
                                                 cpu::Bf16Level::avx512_bf16),

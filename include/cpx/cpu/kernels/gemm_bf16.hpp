@@ -217,18 +217,20 @@ inline void widened_product(const StridedMatrix<const float>& x, PackedPanelsVie
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
 /// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
 /// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
-/// `level` is none or not available on this machine.
+/// `level` is none or not available on this machine, or reads rows and B is in column strips
+/// (only the widened level reads both: bf16_panel_layout).
 inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
                       bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
     require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
                         b.inputs());
     require<ShapeError>(y.rows == x.rows && y.cols == b.outputs(), "gemm_bf16: output is [", y.rows, ", ", y.cols,
                         "], expected [", x.rows, ", ", b.outputs(), "]");
-    require<InputError>(b.layout() == PanelLayout::rows,
-                        "gemm_bf16: the panels are in column strips, the AVX2 fp32 product's layout");
     require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
                         bf16_level_name(level), " is not available on this machine (",
                         cpu_features().summary(), ")");
+    require<InputError>(b.layout() == PanelLayout::rows || level == Bf16Level::widened, "gemm_bf16: level ",
+                        bf16_level_name(level), " reads panels in rows, these are in column strips",
+                        " (bf16_panel_layout: the widened level's layout on AVX2)");
     const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
     if (m == 0 || n == 0) return;
     if (pairs == 0) {  // K = 0: the product is zero

@@ -42,6 +42,7 @@
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
 #include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/cpu/runtime/compute.hpp"
+#include "cpx/cpu/runtime/cpu_features.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
 
@@ -305,6 +306,15 @@ inline PanelLayout fp32_panel_layout() {
     return vector_isa() == VectorIsa::avx2 ? PanelLayout::strips : PanelLayout::rows;
 }
 
+/// The layout of panels for bf16 arithmetic (Compute::bf16): strips where the only bf16 level the
+/// machine has is the widened one (gemm_bf16.hpp) and the vector level is AVX2, since that level is
+/// the packed fp32 product; rows where the bf16 instructions (AVX512_BF16, AMX), which read only
+/// rows, may run.
+inline PanelLayout bf16_panel_layout() {
+    return fp32_panel_layout() == PanelLayout::strips && !cpu_features().avx512_bf16 ? PanelLayout::strips
+                                                                                      : PanelLayout::rows;
+}
+
 /// A weight packed for the product a model's Compute choice runs: bf16 panels
 /// for Compute::bf16; for Compute::fp32_packed, fp32 panels of an fp32 weight and
 /// bf16 panels (widened in the kernel) of a bf16 one. The layers' weight
@@ -348,7 +358,7 @@ PackedWeight PackedWeight::pack(const StridedMatrix<const W>& w, WeightOrientati
     require<InputError>(compute != Compute::fp32, "packing a weight for fp32 arithmetic, which reads it as stored");
     PackedWeight p;
     const PanelLayout layout = fp32_panel_layout();
-    if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation);
+    if (compute == Compute::bf16) p.panels_ = PackedBf16::pack(w, orientation, bf16_panel_layout());
     else if constexpr (std::is_same_v<W, cpx::bf16>)
         p.panels_ = PackedBf16Widened{PackedBf16::pack(w, orientation, layout)};
     else p.panels_ = PackedF32::pack(w, orientation, layout);
