@@ -14,6 +14,10 @@
 #   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_PEERS=1, SKIP_REPORT=1   skip a stage
 #     (SKIP_TORCH: Debian's PyTorch; SKIP_PEERS: PyTorch 2 and OpenVINO)
 #   PYTHON             interpreter with torch, numpy and matplotlib (default: the first python3 that has them)
+#   BENCH_RESULTS      directory of the JSON results (default build/bench/results)
+#   BENCH_REPORT, BENCH_IMG, BENCH_NOTES   the report, its plots' directory and the hand-written
+#     discussion it ends with (default docs/BENCHMARKS.md, docs/img, bench/report_notes.md): a
+#     machine of another kind gets its own page (docs/BENCHMARKS_AVX2.md: a CPU without AVX-512)
 # Timings are only as good as the machine is quiet: the script records the load
 # average before and after every suite, and the report prints it. Suites can be
 # run one at a time (BENCH_SUITES=mlp) when the machine is quiet; the report
@@ -26,7 +30,10 @@ min_time=${BENCH_MIN_TIME:-0.3}
 repetitions=${BENCH_REPETITIONS:-3}
 filter=${BENCH_FILTER:-}
 suites=${BENCH_SUITES:-machine norms linear attention mlp complexity_model prism_model}
-results=build/bench/results
+results=${BENCH_RESULTS:-build/bench/results}
+report=${BENCH_REPORT:-docs/BENCHMARKS.md}
+report_img=${BENCH_IMG:-docs/img}
+report_notes=${BENCH_NOTES:-bench/report_notes.md}
 mkdir -p "$results"
 
 python_with() {  # the first interpreter that imports all the given modules
@@ -122,7 +129,7 @@ done
 
 if [ -z "${SKIP_REPORT:-}" ]; then
     if py=$(python_with "matplotlib"); then
-        "$py" bench/report.py --results "$results" --out docs/BENCHMARKS.md --img docs/img
+        "$py" bench/report.py --results "$results" --out "$report" --img "$report_img" --notes "$report_notes"
     else
         echo "bench: no python3 with matplotlib found; report not written" >&2
         exit 1
