@@ -382,8 +382,12 @@ class Report:
         if layers and self.names(r"^machine/peak/amx_bf16/"):  # the bf16 peak is then the AMX tiles'
             summary.append(self.fraction_row("GEMM-bound layers, bf16 arithmetic on AMX ≥ 40% of the AMX tile peak",
                                              layers, "frac_of_bf16_peak", 0.40))
-        elif layers:
+        elif layers and self.names(r"^machine/peak/dpbf16/"):
             summary.append(self.fraction_row("GEMM-bound layers, bf16 arithmetic ≥ 75% of the `vdpbf16ps` peak",
+                                             layers, "frac_of_bf16_peak", 0.75))
+        elif layers:  # no bf16 instructions: the widened level multiplies with fp32 FMAs
+            summary.append(self.fraction_row("GEMM-bound layers, bf16 arithmetic on the widened level (no bf16 "
+                                             "instructions here: fp32 FMAs) ≥ 75% of the fp32 FMA peak",
                                              layers, "frac_of_bf16_peak", 0.75))
         ratios_row("fp32 prefill ≥ 1.1 × OpenVINO fp32", self.ov, r"^model/complexity/(187M|384M)/f32/prefill/", 1.1)
         ratios_row("fp32 prefill ≥ 1.5 × PyTorch 2 fp32", self.torch2, r"^model/complexity/(187M|384M)/f32/prefill/",

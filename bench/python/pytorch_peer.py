@@ -23,6 +23,7 @@ era) or with the current PyTorch 2 of scripts/setup_peers.sh; the JSON names
 the version.
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -384,6 +385,32 @@ SUITES = {"norms": r"^(rmsnorm|layernorm|rope)/", "linear": r"^linear/", "attent
           "mlp": r"^mlp/", "complexity_model": r"^model/complexity/", "prism_model": r"^model/prism/"}
 
 
+# ----------------------------------------------------------------------------- threads
+def openblas_thread_setter():
+    """openblas_set_num_threads of an OpenBLAS loaded in this process, or None. Debian's PyTorch does
+    its fp32 products in OpenBLAS (pthreads build), whose pool torch.set_num_threads does not size:
+    without this a "threads:1" case multiplied on every core."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "libopenblas" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            return ctypes.CDLL(path).openblas_set_num_threads
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def set_threads(n):
+    """n threads for PyTorch's own kernels and for the BLAS it calls."""
+    torch.set_num_threads(n)
+    setter = openblas_thread_setter()
+    if setter:
+        setter(n)
+
+
 # ----------------------------------------------------------------------------- timing and output
 def measure(fn, min_time, repetitions, slow=5.0):
     """Per-repetition (mean seconds per call, calls); a case slower than `slow`
@@ -457,7 +484,7 @@ def main(argv):
         return 0
     results = []
     for c in selected:
-        torch.set_num_threads(c.threads)
+        set_threads(c.threads)
         fn = c.setup()
         entries, median = timed(c.name, fn, c.tokens, args.min_time, args.repetitions)
         del fn
@@ -465,7 +492,8 @@ def main(argv):
         print(f"{c.name:80s} {median * 1e3:10.3f} ms", flush=True)
     _model_cache.clear()
     write_results(args.out, "pytorch-eager", {"torch_version": torch.__version__,
-                                              "torch_parallel_info": torch.__config__.parallel_info()},
+                                              "torch_parallel_info": torch.__config__.parallel_info(),
+                                              "openblas_threads_set": openblas_thread_setter() is not None},
                   args.min_time, args.repetitions, results)
     return 0
 
