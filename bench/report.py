@@ -643,7 +643,7 @@ class Report:
             if kind == "prefill":
                 self.emit("## Against PyTorch 2 and OpenVINO: whole-model prefill", "",
                           "Tokens/s, same machine, same run. f32 rows: fp32 weights and arithmetic (ours: Eigen's "
-                          "products, and `fp32_packed`, the packed AVX-512 kernel); bf16 rows: bf16 weights, bf16 "
+                          "products, and `fp32_packed`, the packed kernel, AVX-512 or AVX2); bf16 rows: bf16 weights, bf16 "
                           "arithmetic with fp32 sums (ours: `compute:bf16`). PyTorch 2 runs "
                           "`bench/python/torch_models.py` eagerly; OpenVINO runs the same module converted "
                           "(`bench/python/openvino_peer.py`, LATENCY hint, its precision hint set to the row's "
