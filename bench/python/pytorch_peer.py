@@ -24,6 +24,7 @@ the version.
 """
 import argparse
 import ctypes
+import functools
 import json
 import math
 import os
@@ -386,6 +387,7 @@ SUITES = {"norms": r"^(rmsnorm|layernorm|rope)/", "linear": r"^linear/", "attent
 
 
 # ----------------------------------------------------------------------------- threads
+@functools.lru_cache(maxsize=None)
 def openblas_thread_setter():
     """openblas_set_num_threads of an OpenBLAS loaded in this process, or None. Debian's PyTorch does
     its fp32 products in OpenBLAS (pthreads build), whose pool torch.set_num_threads does not size:
