@@ -4,6 +4,7 @@
 
 #include <cpx/cpu/kernels/linear.hpp>
 
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -431,6 +432,89 @@ TEST_CASE_TEMPLATE("a range of a packed weight's outputs: the same bits as those
     for (int r = 0; r < 3; ++r)
         for (int o = 0; o < 40; ++o) want[r * 40 + o] = whole[r * out + 33 + o];
     CHECK(testing::relative_error(part, want) < 1e-6);
+}
+
+TEST_CASE_TEMPLATE("prefill-sized products on stored weights pack them per call: chunks, strip blocks, tails, strides",
+                   W, float, bf16) {
+    // From repack_min_rows rows and one panel of outputs, linear() and matmul() without a packed
+    // copy pack the weight during the call, a chunk of panels at a time, for the packed fp32 kernel
+    // (gemm_repacked.hpp). Inputs past one strip block (1024) with a tail, outputs that are not
+    // whole panels, chunks of one panel per thread (the smallest budget), strided x, y and w, both
+    // modes; the columns around y's stay as they were. fp32 sums of up to 1030 products: 2e-5.
+    // Through linear()/matmul() the result is gemm_repacked's, bit for bit, at every vector level
+    // but the portable one (which keeps Eigen's product).
+    if (!cpu::gemm_f32_packed_available()) {
+        MESSAGE("skipped: the packed fp32 kernel needs AVX2 or AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    const int rows = cpu::repack_min_rows + 6;
+    for (int in : {33, 1030})
+        for (int out : {64, 130})
+            for (bool input_major : {false, true}) {
+                CAPTURE(in);
+                CAPTURE(out);
+                CAPTURE(input_major);
+                const int xld = in + 3, yld = out + 5;
+                const int wrows = input_major ? in : out, wcols = input_major ? out : in, wld = wcols + 9;
+                const auto xb = testing::random_normal(rows * xld, 11 + in);
+                const auto wf = testing::random_normal(wrows * wld, 21 + out, 0.1f);
+                const auto wb = stored<W>(wf);
+                const auto initial = testing::random_normal(rows * yld, 31);
+                std::vector<float> x(rows * in), y0(rows * out);
+                for (int m = 0; m < rows; ++m) {
+                    for (int i = 0; i < in; ++i) x[m * in + i] = xb[m * xld + 1 + i];
+                    for (int o = 0; o < out; ++o) y0[m * out + o] = initial[m * yld + 2 + o];
+                }
+                const auto weight = [&](int o, int i) {
+                    return double(to_float(input_major ? wb[i * wld + 4 + o] : wb[o * wld + 4 + i]));
+                };
+                const auto want = reference(x, rows, in, out, weight);
+                const auto want_acc = reference(x, rows, in, out, weight, &y0);
+                const StridedMatrix<const float> xs{xb.data() + 1, rows, in, xld};
+                const StridedMatrix<const W> ws{wb.data() + 4, wrows, wcols, wld};
+                const auto orientation = input_major ? cpu::WeightOrientation::in_out : cpu::WeightOrientation::out_in;
+                for (cpu::VectorIsa isa : testing::vector_isas()) {
+                    if (isa == cpu::VectorIsa::portable) continue;
+                    const cpu::VectorIsaLimit limit(isa);
+                    CAPTURE(cpu::vector_isa_name(isa));
+                    REQUIRE(cpu::repack_pays(rows, out));
+                    for (int threads : {1, 3})
+                        for (bool accumulate : {false, true}) {
+                            CAPTURE(threads);
+                            CAPTURE(accumulate);
+                            auto chunked = accumulate ? initial : testing::poisoned<float>(rows * yld);
+                            auto whole = chunked;
+                            cpu::LinearScratch scratch;
+                            cpu::AlignedVector<float> buffer;
+                            const auto mode = accumulate ? cpu::Write::accumulate : cpu::Write::overwrite;
+                            testing::on_threads(threads, [&] {
+                                cpu::gemm_repacked<W>(xs, ws, orientation, {chunked.data() + 2, rows, out, yld},
+                                                      accumulate, buffer, 1);
+                                const StridedMatrix<float> ys{whole.data() + 2, rows, out, yld};
+                                if (input_major) cpu::matmul<W>(xs, ws, ys, mode, scratch);
+                                else cpu::linear<W>(xs, ws, ys, mode, scratch);
+                                return 0;
+                            });
+                            std::vector<float> got(rows * out);
+                            bool outside_kept = true, same = true;
+                            for (int m = 0; m < rows; ++m)
+                                for (int o = 0; o < yld; ++o) {
+                                    const std::size_t at = static_cast<std::size_t>(m * yld + o);
+                                    if (o >= 2 && o < 2 + out) {
+                                        got[m * out + o - 2] = chunked[at];
+                                        same = same && chunked[at] == whole[at];
+                                    } else {
+                                        const float before = accumulate ? initial[at] : testing::poisoned<float>(1)[0];
+                                        outside_kept = outside_kept && std::memcmp(&chunked[at], &before, 4) == 0 &&
+                                                       std::memcmp(&whole[at], &before, 4) == 0;
+                                    }
+                                }
+                            CHECK(outside_kept);
+                            CHECK(same);
+                            CHECK(testing::relative_error(got, accumulate ? want_acc : want) < 2e-5);
+                        }
+                }
+            }
 }
 
 TEST_CASE("products reject mismatched shapes") {

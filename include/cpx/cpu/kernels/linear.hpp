@@ -4,11 +4,13 @@
 //   matmul(x, w, y):  y = x . w     w: [in, out]  (the routed experts' layout)
 // with y either overwritten or accumulated into (residual adds, mu terms).
 //
-// Weights may be stored as fp32 or bf16. Every product is split over the output
-// features by our own OpenMP loop, and Eigen multiplies each part on one thread.
-// Many rows with fp32 weights: one block of the output per thread (thread_blocks below).
-// Otherwise each thread takes panels of the weight, widens bf16 panels to fp32
-// in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
+// Weights may be stored as fp32 or bf16. Prefill-sized products (repack_min_rows rows and
+// more, a panel of outputs or more) on a CPU with AVX2 or AVX-512 pack the weight during the
+// call, a chunk of panels at a time, for the packed fp32 kernel (cpu/kernels/gemm_repacked.hpp).
+// The rest is split over the output features by our own OpenMP loop, and Eigen multiplies each
+// part on one thread. Many rows with fp32 weights: one block of the output per thread
+// (thread_blocks below). Otherwise each thread takes panels of the weight, widens bf16 panels
+// to fp32 in its own cache-aligned scratch (Eigen's bf16 GEMM is 5-10x slower than
 // fp32), and multiplies them. For one row (decode)
 // that is a GEMV threaded over the output features, which Eigen alone does not
 // thread; it reads each weight exactly once.
@@ -36,6 +38,7 @@
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/kernels/gemm_f32_packed.hpp"
+#include "cpx/cpu/kernels/gemm_repacked.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/kernels/gemv_avx2.hpp"
 #include "cpx/cpu/kernels/gemv_avx512.hpp"
@@ -59,11 +62,14 @@ public:
         buffer_.assign(per_thread_ * static_cast<std::size_t>(threads_), 0.0f);
     }
     float* thread_panel(int thread) { return buffer_.data() + per_thread_ * static_cast<std::size_t>(thread); }
-    std::size_t bytes() const { return (buffer_.size() + lanes_.size()) * sizeof(float) + bf16_.bytes(); }
+    std::size_t bytes() const {
+        return (buffer_.size() + lanes_.size() + repacked_.size()) * sizeof(float) + bf16_.bytes();
+    }
     /// The bf16-rounded inputs of the bf16 products.
     Bf16Scratch& bf16() { return bf16_; }
     /// Grows to at least `other`'s capacities, so that scratches taking turns on the same
-    /// products (one per thread) allocate no more than one would.
+    /// products (one per thread: decode-sized ones) allocate no more than one would. The chunks
+    /// of prefill-sized products are the owner's alone.
     void reserve_like(const LinearScratch& other) {
         if (other.per_thread_ > 0) ensure(other.per_thread_, other.threads_);
         if (lanes_.size() < other.lanes_.size()) lanes_.assign(other.lanes_.size(), 0.0f);
@@ -74,10 +80,12 @@ public:
         if (lanes_.size() < floats) lanes_.assign(floats, 0.0f);
         return lanes_.data();
     }
+    /// The chunks of a weight packed during a prefill-sized call (cpu/kernels/gemm_repacked.hpp).
+    AlignedVector<float>& repacked() { return repacked_; }
 
 private:
     Bf16Scratch bf16_;
-    AlignedVector<float> lanes_;
+    AlignedVector<float> lanes_, repacked_;
     AlignedVector<float> buffer_;
     std::size_t per_thread_ = 0;
     int threads_ = 0;
@@ -89,6 +97,7 @@ private:
 /// rows Eigen packed every weight panel per call and ran 2.7-3.9x slower than
 /// reading the weights (187M, batch 16; docs/BF16.md "Batched decode").
 inline constexpr index_t gemv_max_rows = 16;
+static_assert(repack_min_rows > gemv_max_rows, "decode-sized products keep the few-row kernels");
 
 namespace detail {
 using RowMajorMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -278,6 +287,10 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     detail::check_product("linear", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
+    if (repack_pays(m, out)) {
+        gemm_repacked<W>(x, w, WeightOrientation::out_in, y, mode == Write::accumulate, scratch.repacked());
+        return;
+    }
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
@@ -450,6 +463,10 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     detail::check_product("matmul", x, w, in, out, y);
     if (m == 0 || out == 0) return;
     if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
+    if (repack_pays(m, out)) {
+        gemm_repacked<W>(x, w, WeightOrientation::in_out, y, mode == Write::accumulate, scratch.repacked());
+        return;
+    }
     if constexpr (std::is_same_v<W, float>) {
         if (m > gemv_max_rows) {
             detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {

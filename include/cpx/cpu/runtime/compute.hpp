@@ -1,7 +1,9 @@
 #pragma once
 // The arithmetic of a model's matrix products, the user's choice
 // (docs/BF16.md):
-//   fp32         stored weights, Eigen's products (no extra memory; the default)
+//   fp32         stored weights (the default; no packed copy): prefill-sized products pack
+//                the weight during the call, a chunk at a time, for our AVX-512 or AVX2
+//                kernel (cpu/kernels/gemm_repacked.hpp), Eigen's elsewhere
 //   fp32_packed  fp32 arithmetic on weights packed once into panels for our
 //                AVX-512 or AVX2 kernel: the same values up to summation order, faster
 //                prefill, 4 bytes per matrix element on top of fp32 weights, 2 on
