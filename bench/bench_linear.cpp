@@ -1,6 +1,7 @@
 // The weight products every projection runs (cpu::linear, y = x W^T), at the
 // models' projection shapes, with fp32 and bf16-stored weights.
-//   prefill (many rows): compute-bound, against Eigen's GEMM of the same shape;
+//   prefill (many rows): compute-bound, against Eigen's GEMM of the same shape
+//   (`f32_eigen` rows: that product on the stored weights, the path of CPUs without AVX2);
 //   decode (one row, or one per sequence of a batched step): bandwidth-bound,
 //   against the memory read rate (and the FMA peak for several rows). The
 //   weights rotate through copies filling 1 GiB so every call reads them from
@@ -14,6 +15,7 @@
 #include <cpx/cpu/kernels/gemm_f32_packed.hpp>
 #include <cpx/cpu/kernels/linear.hpp>
 
+#include <optional>
 #include <string>
 
 namespace {
@@ -43,10 +45,16 @@ std::string name_of(const Shape& s, const char* dtype, index_t tokens, int threa
            "/threads:" + std::to_string(threads);
 }
 
+/// The product on the stored weight (the default arithmetic: from repack_min_rows rows it packs the
+/// weight during the call for the packed kernel, cpu/kernels/gemm_repacked.hpp). `eigen`: with the
+/// vector kernels switched off, Eigen's GEMM, what a CPU without AVX2 runs (`f32_eigen` rows).
 template <class W>
-void prefill(const Shape& s, index_t tokens, int threads) {
-    add(name_of(s, dtype_name<W>(), tokens, threads), [=](benchmark::State& state) {
+void prefill(const Shape& s, index_t tokens, int threads, bool eigen = false) {
+    const std::string dtype = std::string(dtype_name<W>()) + (eigen ? "_eigen" : "");
+    add(name_of(s, dtype.c_str(), tokens, threads), [=](benchmark::State& state) {
         bench::set_threads(threads);
+        std::optional<cpu::VectorIsaLimit> limit;
+        if (eigen) limit.emplace(cpu::VectorIsa::portable);
         const auto x = bench::normal_vector<float>(static_cast<std::size_t>(tokens * s.in), 1.0, 1);
         const auto w = bench::normal_vector<W>(static_cast<std::size_t>(s.out * s.in), 0.02, 2);
         std::vector<float> y(static_cast<std::size_t>(tokens * s.out));
@@ -230,6 +238,7 @@ void register_all() {
         }
         prefill<float>(s, 2048, 1);
         prefill<bf16>(s, 2048, 1);
+        for (int threads : {1, 2}) prefill<float>(s, 2048, threads, true);
         for (index_t tokens : {512, 2048}) prefill_bf16_compute(s, tokens, 2);
         prefill_bf16_compute(s, 2048, 1);
         for (index_t tokens : {512, 2048}) prefill_f32_packed(s, tokens, 2);

@@ -11,13 +11,14 @@
 // so K and V are read once per block and the products run at GEMM speed.
 //
 // Arithmetic of those block products (cpu/runtime/compute.hpp), the model's choice:
-// fp32 with Eigen's GEMM; or each KV head's keys and values packed once per
-// call into panels (cpu/kernels/packed_panels.hpp; a block reads the prefix of the
-// keys it sees) for our packed fp32 kernel or, for bf16, the vdpbf16ps kernel
-// (queries and softmax probabilities rounded to bf16, fp32 sums, fp32
-// softmax). Problems of 8 query rows or fewer (decode) keep the fp32 kernels
-// that read the cache in place (cpu/kernels/attention_decode_avx512.hpp or
-// attention_decode_avx2.hpp, as vector_isa() allows).
+// each KV head's keys and values packed once per call into panels
+// (cpu/kernels/packed_panels.hpp; a block reads the prefix of the keys it sees) for
+// our packed fp32 kernel (fp32 and fp32_packed alike, where the vector level is AVX2
+// or AVX-512: Eigen's GEMM otherwise) or, for bf16, the vdpbf16ps kernel (queries and
+// softmax probabilities rounded to bf16, fp32 sums, fp32 softmax). Problems of 8 query
+// rows or fewer (decode) keep the fp32 kernels that read the cache in place
+// (cpu/kernels/attention_decode_avx512.hpp or attention_decode_avx2.hpp, as
+// vector_isa() allows).
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
@@ -249,6 +250,11 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     // a decode problem of the same batch reads its cache in place, unpacked.
     const auto packs = [](const AttentionProblem<KV>& p) { return p.q.rows > attention_packed_max_plain_rows; };
     compute = runnable_compute(compute);
+    // The default arithmetic packs as well where the packed kernel runs, as its weight products
+    // do (cpu/kernels/gemm_repacked.hpp): the packs are per call under either choice. 187M's core
+    // (12 query heads on 4 KV heads of 64), Zen 3: docs/BF16.md "fp32 on stored weights".
+    if (compute == Compute::fp32 && vector_isa() != VectorIsa::portable)
+        compute = runnable_compute(Compute::fp32_packed);
     if (std::none_of(problems.begin(), problems.end(), packs)) compute = Compute::fp32;
     if (compute != Compute::fp32) {
         const std::size_t heads = problems.size() * static_cast<std::size_t>(kv_heads);

@@ -3,7 +3,8 @@
 // (docs/BF16.md):
 //   fp32         stored weights (the default; no packed copy): prefill-sized products pack
 //                the weight during the call, a chunk at a time, for our AVX-512 or AVX2
-//                kernel (cpu/kernels/gemm_repacked.hpp), Eigen's elsewhere
+//                kernel (cpu/kernels/gemm_repacked.hpp), and prefill attention packs keys
+//                and values per call as fp32_packed does; Eigen's products elsewhere
 //   fp32_packed  fp32 arithmetic on weights packed once into panels for our
 //                AVX-512 or AVX2 kernel: the same values up to summation order, faster
 //                prefill, 4 bytes per matrix element on top of fp32 weights, 2 on
