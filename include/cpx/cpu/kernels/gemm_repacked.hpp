@@ -10,7 +10,7 @@
 // scratch: a 32000-output head would need 98 MB packed whole. Packing reads each weight row in
 // runs of 16 inputs, one cache line of fp32 values, and writes them across the panel's lines,
 // which stay in L1: packing by input, one value of each of 64 rows 8 KiB apart, evicted its own
-// lines (the 64 rows fall into one set of L1) and ran at a tenth of this rate.
+// lines (the 64 rows fall into one set of L1): a 768 x 2048 weight took 6.2 ms, in runs 0.7-1.5.
 //
 // fp32 or bf16 weights (bf16 widened exactly into fp32 panels), nn.Linear [N, K] or input-major
 // [K, N]; the same sums as the packed fp32 product on a packed copy of the weight, so results
