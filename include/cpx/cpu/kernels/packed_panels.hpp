@@ -71,6 +71,55 @@ enum class WeightOrientation : bool {
     in_out,  ///< [K, N]: input-major, y = x . W
 };
 
+namespace fp32_panels {
+// fp32 panels (G = 1) of an nn.Linear weight are packed from runs of 16 inputs of each row, one
+// cache line of fp32 values, written across the panel's lines, which stay in L1. By input, one
+// value from each of a panel's 64 rows at a time, rows 8 KiB apart (2,048 inputs) fall into one
+// set of L1 and evict each other: a 768 x 2048 weight took 6.2 ms that way, 0.7-1.5 ms in runs
+// (one Zen 3 core), and the strips layout took a second pass.
+/// dst[(k - k0) * width + c] = B[k, n0 + c] for k in [k0, k0 + kn), c < cols; 0 for cols <= c < width.
+/// B[k, n] is w[n, k] (out_in) or w[k, n].
+template <class W>
+void pack_run(const StridedMatrix<const W>& w, bool out_in, index_t n0, index_t cols, index_t k0, index_t kn,
+              index_t width, float* dst) {
+    if (!out_in) {  // each input's outputs are adjacent in w
+        for (index_t k = 0; k < kn; ++k) {
+            const W* src = w.row(k0 + k) + n0;
+            float* d = dst + k * width;
+            for (index_t c = 0; c < cols; ++c) d[c] = to_float(src[c]);
+            std::fill(d + cols, d + width, 0.0f);
+        }
+        return;
+    }
+    constexpr index_t run = 16;  // inputs per read of a weight row: a line of fp32 values
+    for (index_t kk = 0; kk < kn; kk += run) {
+        const index_t live = std::min(run, kn - kk);
+        float* d = dst + kk * width;
+        for (index_t c = 0; c < cols; ++c) {
+            const W* src = w.row(n0 + c) + k0 + kk;
+            for (index_t i = 0; i < live; ++i) d[i * width + c] = to_float(src[i]);
+        }
+        if (cols < width)
+            for (index_t i = 0; i < live; ++i) std::fill(d + i * width + cols, d + (i + 1) * width, 0.0f);
+    }
+}
+
+/// Packs panel `panel` of B ([K, N] as above) at dst, as PackedPanels<float> lays it out with
+/// stride_groups = K (the file comment's formulas).
+template <class W>
+void pack_panel(const StridedMatrix<const W>& w, bool out_in, index_t panel, PanelLayout layout, float* dst) {
+    const index_t n = out_in ? w.rows : w.cols, k = out_in ? w.cols : w.rows;
+    const index_t n0 = panel * packed_panel_cols, cols = std::min(packed_panel_cols, n - n0);
+    if (layout == PanelLayout::rows) return pack_run(w, out_in, n0, cols, 0, k, packed_panel_cols, dst);
+    for (index_t b0 = 0; b0 < k; b0 += strip_block_inputs) {
+        const index_t bg = std::min(strip_block_inputs, k - b0);
+        for (index_t s = 0; s < packed_panel_cols / strip_cols; ++s)
+            pack_run(w, out_in, n0 + s * strip_cols, std::clamp<index_t>(cols - s * strip_cols, 0, strip_cols), b0,
+                     bg, strip_cols, dst + b0 * packed_panel_cols + s * bg * strip_cols);
+    }
+}
+}  // namespace fp32_panels
+
 /// A read-only view of packed panels, possibly of a prefix of their outputs and
 /// inputs (attention reads the first n keys of keys packed once per call).
 template <class T>
@@ -154,9 +203,17 @@ public:
     template <class W>
     void assign(const StridedMatrix<const W>& w, WeightOrientation orientation,
                 PanelLayout layout = PanelLayout::rows) {
-        assign_rows(w, orientation);
+        if constexpr (std::is_same_v<T, float>) {  // either layout in one pass
+            shape(w, orientation);
+            data_.resize(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols));
+            for (index_t p = 0; p < panels_; ++p)
+                fp32_panels::pack_panel(w, orientation == WeightOrientation::out_in, p, layout,
+                                        data_.data() + p * groups_ * packed_panel_cols);
+        } else {
+            assign_rows(w, orientation);
+            if (layout == PanelLayout::strips) to_strips();
+        }
         layout_ = layout;
-        if (layout == PanelLayout::strips) to_strips();
     }
 
     /// The whole packed matrix as a view (what the products read).
@@ -184,9 +241,9 @@ public:
     float at(index_t n, index_t k) const { return to_float(data_[static_cast<std::size_t>(offset(n, k))]); }
 
 private:
-    /// Packs in PanelLayout::rows.
+    /// Checks w and takes its shape.
     template <class W>
-    void assign_rows(const StridedMatrix<const W>& w, WeightOrientation orientation) {
+    void shape(const StridedMatrix<const W>& w, WeightOrientation orientation) {
         static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "packing reads fp32 or bf16 weights");
         require<ShapeError>(w.rows >= 0 && w.cols >= 0 && (w.rows == 0 || w.ld >= w.cols),
                             "packing: a [", w.rows, ", ", w.cols, "] weight with row stride ", w.ld);
@@ -195,11 +252,19 @@ private:
         k_ = nk ? w.cols : w.rows;
         groups_ = (k_ + group - 1) / group;
         panels_ = (n_ + packed_panel_cols - 1) / packed_panel_cols;
+    }
+
+    /// Packs bf16 panels in PanelLayout::rows (fp32 panels: fp32_panels::pack_panel).
+    template <class W>
+    void assign_rows(const StridedMatrix<const W>& w, WeightOrientation orientation) {
+        static_assert(group == 2, "fp32 panels are packed by fp32_panels::pack_panel");
+        shape(w, orientation);
+        const bool nk = orientation == WeightOrientation::out_in;
         // Every value, pads included, is written once (no fill first): attention packs its keys and
         // values on every call into the storage of the previous call.
         data_.resize(static_cast<std::size_t>(panels_ * groups_ * packed_panel_cols * group));
         T* out = data_.data();
-        if constexpr (group == 2 && std::is_same_v<W, T>) {
+        if constexpr (std::is_same_v<W, T>) {
             // Keys (bf16 rows, an even K): a column's pair is one 32-bit word of its row, so each
             // row is read once, whole, and its words go to their groups; by groups, each word had
             // come from another row (a 512 x 64 head: 12 us, now 4.4). Only here: for fp32 panels of
@@ -231,16 +296,13 @@ private:
                         const W* src = w.row(c0 + c) + k0;
                         for (index_t i = 0; i < group; ++i) out[c * group + i] = convert(src[i]);
                     }
-                } else if (live == group && group == 2) {  // two rows interleaved
+                } else if (live == group) {  // two rows interleaved
                     const W* r0 = w.row(k0) + c0;
                     const W* r1 = w.row(k0 + 1) + c0;
                     for (index_t c = 0; c < cols; ++c) {
                         out[2 * c] = convert(r0[c]);
                         out[2 * c + 1] = convert(r1[c]);
                     }
-                } else if (live == group) {
-                    const W* src = w.row(k0) + c0;
-                    for (index_t c = 0; c < cols; ++c) out[c] = convert(src[c]);
                 } else if (nk) {  // column c is row c0 + c of w, its group's inputs adjacent there
                     for (index_t c = 0; c < cols; ++c) {
                         const W* src = w.row(c0 + c) + k0;
