@@ -267,13 +267,38 @@ void check_pack(const StridedMatrix<const W>& w, bool out_in, const PackedWeight
                         "], the weight it stands for [", w.rows, ", ", w.cols, "]");
 }
 
-/// Runs the product on the packed copy when one is given.
+/// The paths linear() and matmul() share, which see the weight's orientation only: the packed
+/// copy when one is given, the weight packed during the call where that pays (gemm_repacked.hpp),
+/// Eigen's GEMM for the other fp32 products of more than gemv_max_rows rows. False leaves the
+/// product (few rows, or 16-bit weights without the packed kernel) to the caller's own kernels.
 template <class W>
-bool try_packed(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in, const PackedWeight* packed,
-                const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
-    if (!packed) return false;
-    check_pack(w, out_in, *packed);
-    return packed_outputs(x, *packed, 0, packed->outputs(), y, mode, scratch);
+bool shared_paths(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, bool out_in,
+                  const PackedWeight* packed, const StridedMatrix<float>& y, Write mode, LinearScratch& scratch) {
+    const index_t m = x.rows, out = out_in ? w.rows : w.cols, in = out_in ? w.cols : w.rows, ld = w.ld;
+    if (packed) {
+        check_pack(w, out_in, *packed);
+        if (packed_outputs(x, *packed, 0, out, y, mode, scratch)) return true;
+    }
+    if (repack_pays(m, out)) {
+        gemm_repacked<W>(x, w, out_in ? WeightOrientation::out_in : WeightOrientation::in_out, y,
+                         mode == Write::accumulate, scratch.repacked());
+        return true;
+    }
+    if constexpr (std::is_same_v<W, float>) {
+        if (m > gemv_max_rows) {
+            thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
+                const RowsMap yb = eigen_rows(y.rows_range(r0, rows).columns(o0, n));
+                const ConstRowsMap xb = eigen_rows(x.rows_range(r0, rows));
+                if (out_in)
+                    write_product(yb, xb, ConstRowsMap(w.data + o0 * ld, n, in, Eigen::OuterStride<>(ld)).transpose(),
+                                  mode);
+                else
+                    write_product(yb, xb, ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
+            });
+            return true;
+        }
+    }
+    return false;
 }
 }  // namespace detail
 
@@ -286,22 +311,7 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     const index_t out = w.rows, in = w.cols, ld = w.ld, m = x.rows;
     detail::check_product("linear", x, w, in, out, y);
     if (m == 0 || out == 0) return;
-    if (detail::try_packed(x, w, true, packed, y, mode, scratch)) return;
-    if (repack_pays(m, out)) {
-        gemm_repacked<W>(x, w, WeightOrientation::out_in, y, mode == Write::accumulate, scratch.repacked());
-        return;
-    }
-    if constexpr (std::is_same_v<W, float>) {
-        if (m > gemv_max_rows) {
-            detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
-                detail::write_product(detail::eigen_rows(y.rows_range(r0, rows).columns(o0, n)),
-                                      detail::eigen_rows(x.rows_range(r0, rows)),
-                                      detail::ConstRowsMap(w.data + o0 * ld, n, in, Eigen::OuterStride<>(ld)).transpose(),
-                                      mode);
-            });
-            return;
-        }
-    }
+    if (detail::shared_paths(x, w, true, packed, y, mode, scratch)) return;
     const int threads = max_threads();
     const index_t pw = detail::panel_width(m, out, in, threads);
     const index_t panels = (out + pw - 1) / pw;
@@ -462,21 +472,7 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     const index_t in = w.rows, out = w.cols, ld = w.ld, m = x.rows;
     detail::check_product("matmul", x, w, in, out, y);
     if (m == 0 || out == 0) return;
-    if (detail::try_packed(x, w, false, packed, y, mode, scratch)) return;
-    if (repack_pays(m, out)) {
-        gemm_repacked<W>(x, w, WeightOrientation::in_out, y, mode == Write::accumulate, scratch.repacked());
-        return;
-    }
-    if constexpr (std::is_same_v<W, float>) {
-        if (m > gemv_max_rows) {
-            detail::thread_blocks(m, out, in, [&](index_t r0, index_t rows, index_t o0, index_t n) {
-                detail::write_product(detail::eigen_rows(y.rows_range(r0, rows).columns(o0, n)),
-                                      detail::eigen_rows(x.rows_range(r0, rows)),
-                                      detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
-            });
-            return;
-        }
-    }
+    if (detail::shared_paths(x, w, false, packed, y, mode, scratch)) return;
     const int threads = max_threads();
     if (m <= gemv_max_rows) {
 #ifdef CPX_HAVE_GEMV_AVX512
