@@ -94,10 +94,11 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // input-major ones split the input into chunks, read in bands of 8 weight
     // rows (one row: each weight row whole) into strips of 64 columns. These
     // sizes leave remainders in every direction and cover both sides of the
-    // lane thresholds and widths. The AVX2 kernels take 16 inputs per chunk (one
-    // row: two chunks per step), pairs of input rows against four weight rows,
-    // and cut input-major weights into 1, 2 or 4 blocks of rows (800 inputs: 2,
-    // 1061: 4), read four weight rows at a time (one input row: one at a time). 40 inputs are
+    // lane thresholds and widths. The AVX2 kernels take 16 inputs per chunk, pairs of
+    // input rows against four weight rows (one or two rows: four rows from the four
+    // quarters of a panel, the panel's last 1-3 rows one at a time), and cut input-major
+    // weights into 1, 2 or 4 blocks of rows (800 inputs: 2, 1061: 4), read four weight rows
+    // at a time (one input row: one from each quarter of the block, then the rest). 40 inputs are
     // one 32-input line and a tail (the bf16 lane kernel widens the next line while it
     // computes one). Every kernel family the machine runs (AVX-512, AVX2, portable) is checked.
     const auto isas = testing::vector_isas();
@@ -140,11 +141,11 @@ TEST_CASE_TEMPLATE("few-row products write or add to strided sub-blocks and leav
                    bf16) {
     // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of
     // 60; w is columns [3, 3+in) of rows of in + 9 (a column range of a wider
-    // matrix). One row, six, nine, eleven and fifteen: the one-row kernels, the few-row ones and
+    // matrix). One and two rows, six, nine, eleven and fifteen: the one-row kernels, the few-row ones and
     // the lane kernels (one and two vectors of sequences); overwritten outputs start as NaN.
     const int in = 40, out = 33, wld = in + 9;
     for (cpu::VectorIsa isa : testing::vector_isas())
-        for (int rows : {1, 6, 9, 11, 15})
+        for (int rows : {1, 2, 6, 9, 11, 15})
             for (cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
                 const cpu::VectorIsaLimit limit(isa);
                 CAPTURE(cpu::vector_isa_name(isa));
@@ -275,6 +276,38 @@ TEST_CASE("products are bit-identical run to run") {
     cpu::linear<bf16>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const bf16>(w.data(), out, in),
                       cpu::rows_of(b.data(), rows, out), cpu::Write::overwrite, s2);
     for (int o = 0; o < out; ++o) CHECK(a[o] == b[o]);
+}
+
+TEST_CASE_TEMPLATE("AVX2: a row's outputs are the same bits alone and with other rows, below the lane kernels", W, float,
+                   bf16) {
+    // The AVX2 nn.Linear kernels for one or two rows (four streams) and for three up to
+    // lanes_min_rows - 1 (blocks of four weight rows) sum every output in one order, so a
+    // sequence's decode products do not depend on how many sequences share the step.
+#ifndef CPX_HAVE_GEMV_AVX2
+    MESSAGE("skipped: not an x86 build");
+#else
+    if (cpu::machine_vector_isa() < cpu::VectorIsa::avx2) {
+        MESSAGE("skipped: no AVX2 and FMA (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    const cpu::VectorIsaLimit limit(cpu::VectorIsa::avx2);
+    const int in = 1061, out = 1027, most = static_cast<int>(cpu::avx2::lanes_min_rows<W>) - 1;
+    const auto x = testing::random_normal(most * in, 21);
+    const auto w = stored<W>(testing::random_normal(out * in, 22, 0.05f));
+    cpu::LinearScratch scratch;
+    std::vector<float> alone(out);
+    cpu::linear<W>(cpu::rows_of<const float>(x.data(), 1, in), Matrix<const W>(w.data(), out, in),
+                   cpu::rows_of(alone.data(), 1, out), cpu::Write::overwrite, scratch);
+    for (int rows = 2; rows <= most; ++rows) {
+        CAPTURE(rows);
+        std::vector<float> y(rows * out);
+        cpu::linear<W>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const W>(w.data(), out, in),
+                       cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch);
+        int differing = 0;
+        for (int o = 0; o < out; ++o) differing += y[o] != alone[o];
+        CHECK(differing == 0);
+    }
+#endif
 }
 
 TEST_CASE("a packed copy is what every call reads, one row to many, both layouts, both modes") {

@@ -11,9 +11,9 @@
 // and vectorised the widening poorly: on AMD Zen 3 a 187M batch-1 decode step on bf16
 // weights read at about half the machine's read rate.
 //
-// - One row: each weight row read whole before the next (one ascending stream per
-//   thread), four accumulators, no software prefetch.
-// - 2 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
+// - One or two rows: the weight rows read as four streams (gemv_streams_nt), one row of
+//   each at a time, each chunk loaded and widened once for the input rows.
+// - 3 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
 //   for a pair of input rows: eight accumulators, the pair's four input vectors held in
 //   registers (GCC 12 had folded their loads into every FMA: two loads per FMA pair,
 //   more than the core issues; 4 and 8 rows on bf16 weights in L3 took 1.3-1.45x as
@@ -26,7 +26,7 @@
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
 // is cut into contiguous blocks of weight rows, each read whole, four rows at a time
-// (one input row: one at a time, a single stream), into partial sums of its own
+// (one input row: four rows a quarter of the block apart, four streams), into partial sums of its own
 // (gemv_rows_nn_streamed), widening 8 bf16 weights with
 // one zero-extension and a shift; the portable loop's four-row passes over a column panel
 // per thread were slower (Zen 3, the 187M expert's products: docs/BF16.md).
@@ -96,36 +96,82 @@ CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
 }
 }  // namespace detail
 
-/// y[o] (=|+=) sum_i x[i] w[o, i] for o in [o0, o1): one input row (bf16 weights: split
-/// by split_row_by_parity; fp32: as is), each weight row read whole before the next.
-template <class W>
-CPX_TARGET_AVX2 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
-                                 bool accumulate) {
-    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
-    const index_t in = w.cols, body = in / chunk * chunk;
-    for (index_t o = o0; o < o1; ++o) {
-        const W* r = w.data + o * w.ld;
-        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        index_t i = 0;
-        for (; i + 2 * chunk <= body; i += 2 * chunk) {  // two chunks (one 64-byte line of bf16) per step
-            __m256 lo, hi;
-            detail::load_chunk(r, i, lo, hi);
-            a[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i), a[0]);
-            a[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + 8), a[1]);
-            detail::load_chunk(r, i + chunk, lo, hi);
-            a[2] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i + chunk), a[2]);
-            a[3] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + chunk + 8), a[3]);
+namespace detail {
+/// The S weight rows `r` against the R (1 or 2) rows of xs: one accumulator per weight row and
+/// input row, each chunk's even half then odd half (gemv_rows_nt's sums, in its order), stored
+/// at columns `o` of y.
+template <class W, int R, int S>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const StridedMatrix<const float>& xs, const W* const (&r)[S],
+                                                       index_t body, index_t in, const StridedMatrix<float>& y,
+                                                       const index_t (&o)[S], bool accumulate) {
+    const float* x[R];
+    for (int g = 0; g < R; ++g) x[g] = xs.row(g);
+    __m256 a[S][R];
+#pragma GCC unroll 4
+    for (int j = 0; j < S; ++j)
+#pragma GCC unroll 2
+        for (int g = 0; g < R; ++g) a[j][g] = _mm256_setzero_ps();
+    for (index_t i = 0; i < body; i += chunk) {
+        __m256 xe[R], xo[R];
+#pragma GCC unroll 2
+        for (int g = 0; g < R; ++g) {
+            xe[g] = _mm256_loadu_ps(x[g] + i);
+            xo[g] = _mm256_loadu_ps(x[g] + i + 8);
+            asm("" : "+x"(xe[g]), "+x"(xo[g]));  // in registers for the S rows (as in gemv_rows_nt)
         }
-        for (; i < body; i += chunk) {
+#pragma GCC unroll 4
+        for (int j = 0; j < S; ++j) {
             __m256 lo, hi;
-            detail::load_chunk(r, i, lo, hi);
-            a[0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xs + i), a[0]);
-            a[1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xs + i + 8), a[1]);
+            load_chunk(r[j], i, lo, hi);
+#pragma GCC unroll 2
+            for (int g = 0; g < R; ++g) a[j][g] = _mm256_fmadd_ps(hi, xo[g], _mm256_fmadd_ps(lo, xe[g], a[j][g]));
         }
-        float sum = detail::sum_lanes(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-        for (; i < in; ++i) sum += xs[i] * to_float(r[i]);
-        y[o] = accumulate ? y[o] + sum : sum;
     }
+    for (int g = 0; g < R; ++g)
+        for (int j = 0; j < S; ++j) {
+            float sum = sum_lanes(a[j][g]);
+            for (index_t i = body; i < in; ++i) sum += x[g][i] * to_float(r[j][i]);
+            float& out = y.row(g)[o[j]];
+            out = accumulate ? out + sum : sum;
+        }
+}
+
+template <class W, int R>
+CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
+                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    const index_t in = w.cols, body = in / chunk * chunk;
+    const index_t q = (o1 - o0) / 4;  // rows per stream
+    for (index_t k = 0; k < q; ++k) {
+        const index_t o[4] = {o0 + k, o0 + q + k, o0 + 2 * q + k, o0 + 3 * q + k};
+        const W* const r[4] = {w.data + o[0] * w.ld, w.data + o[1] * w.ld, w.data + o[2] * w.ld, w.data + o[3] * w.ld};
+        rows_against_few<W, R, 4>(xs, r, body, in, y, o, accumulate);
+    }
+    for (index_t row = o0 + 4 * q; row < o1; ++row) {  // the last (o1 - o0) % 4 rows, one at a time
+        const index_t o[1] = {row};
+        const W* const r[1] = {w.data + row * w.ld};
+        rows_against_few<W, R, 1>(xs, r, body, in, y, o, accumulate);
+    }
+}
+}  // namespace detail
+
+/// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for one or two input rows (bf16 weights: split by
+/// split_row_by_parity; fp32: as is) and o in [o0, o1), the rows of weights read as four
+/// streams: [o0, o1) cut into four equal runs of rows, one row of each run at a time. Each
+/// weight is used once (twice for two input rows), so the product is a read of the weights,
+/// and on Zen 3 one ascending stream per thread was read at ~0.7 of the rate of several:
+/// alternated in one process, bf16 weights from memory, one input row, [1536 -> 1280] one
+/// thread 12.6-13.4 -> 16.4-18.9 GB/s, two threads 18.9-22.5 -> 27.3-31.8; [768 -> 32000]
+/// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 28.2-34.9; two input rows 1.2-1.3x (the blocks of
+/// four consecutive rows with the next block fetched, gemv_rows_nt, before). fp32 weights, one
+/// row, against Eigen's GEMV that took them before: 1.1-1.3x. Every output is summed as
+/// gemv_rows_nt sums it, so a row's result does not depend on how many rows came with it (below
+/// lanes_min_rows).
+template <class W>
+CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
+                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
+    if (xs.rows == 1) detail::gemv_streams_nt<W, 1>(xs, w, y, o0, o1, accumulate);
+    else detail::gemv_streams_nt<W, 2>(xs, w, y, o0, o1, accumulate);
 }
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for the rows of xs (bf16 weights: each row split by
@@ -361,12 +407,14 @@ inline constexpr int nn_fetch_lines = static_cast<int>(4 * 8 * sizeof(W) / 64);
 /// 1.24-1.44x at 2 and 4, 1.12x at 16; fp32 weights 1.0-1.06x. 187M four-sequence steps on bf16
 /// weights (default arithmetic, two threads, alternated binaries) 19.6 -> 17.1 ms, sixteen level.
 /// (A fetch of the next block by every pair had measured level to slower.)
-/// One input row takes the one-row loop at the end for every weight row: its block is then one
-/// ascending stream, where four rows at a time are four streams a row apart that restart every
-/// four rows, which the hardware prefetchers followed worse (the 187M expert's down projection
-/// [512 -> 768] on bf16 weights, two threads: 0.42-0.63 of the machine's read rate that way,
-/// 0.72-0.80 this way; Zen 3, alternated binaries; gate|up level). The extra partial-sum loads
-/// and stores stay in L1.
+/// One input row reads four rows a quarter of the block apart at a time: four streams, each
+/// ascending through its quarter. Four consecutive rows at a time (four streams a row apart
+/// that restart every four rows) had read at 0.42-0.63 of the machine's read rate, one row at a
+/// time (a single stream) at 0.72-0.80 (the 187M expert's down projection [512 -> 768], bf16,
+/// two threads, Zen 3, alternated binaries), and the quarters beat that single stream, as in
+/// gemv_streams_nt: alternated in one process, from memory, bf16 [768 -> 2048] one thread
+/// 12.6 -> 19.9 GB/s, two threads 15.5 -> 19.0, [512 -> 768] 12.1 -> 20.9 and 18.4 -> 27.2; fp32
+/// 1.3-1.6x. The extra partial-sum loads and stores stay in L1.
 template <class W>
 CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t i0,
                                   index_t i1, float* part, index_t stride) {
@@ -431,7 +479,30 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
                         xr[3] * to_float(w3[j]);
         }
     }
-    for (; i < i1; ++i) {
+    if (x.rows == 1) {
+        const index_t q = (i1 - i) / 4;  // rows per stream
+        const float* xr = x.row(0) + i;
+        for (index_t k = 0; k < q; ++k) {
+            const W* w0 = w.data + (i + k) * w.ld;
+            const W* w1 = w0 + q * w.ld;
+            const W* w2 = w1 + q * w.ld;
+            const W* w3 = w2 + q * w.ld;
+            const float s0 = xr[k], s1 = xr[q + k], s2 = xr[2 * q + k], s3 = xr[3 * q + k];
+            const __m256 x0 = _mm256_set1_ps(s0), x1 = _mm256_set1_ps(s1), x2 = _mm256_set1_ps(s2),
+                         x3 = _mm256_set1_ps(s3);
+            index_t j = 0;
+            for (; j < body; j += 8) {
+                __m256 s = _mm256_fmadd_ps(x0, load8(w0 + j), _mm256_load_ps(part + j));
+                s = _mm256_fmadd_ps(x1, load8(w1 + j), s);
+                s = _mm256_fmadd_ps(x2, load8(w2 + j), s);
+                _mm256_store_ps(part + j, _mm256_fmadd_ps(x3, load8(w3 + j), s));
+            }
+            for (; j < n; ++j)
+                part[j] += s0 * to_float(w0[j]) + s1 * to_float(w1[j]) + s2 * to_float(w2[j]) + s3 * to_float(w3[j]);
+        }
+        i += 4 * q;
+    }
+    for (; i < i1; ++i) {  // the rows left over
         const W* wr = w.data + i * w.ld;
         for (index_t m = 0; m < x.rows; ++m) {
             const float xi = x.row(m)[i];

@@ -326,10 +326,10 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
     constexpr bool avx2 = false;
 #endif
     // Few rows go to the fused kernels: 16-bit weights always, fp32 weights
-    // from two rows on, and one row too where AVX-512 runs it (elsewhere
-    // Eigen's GEMV beats the portable loop and is level with the AVX2 one; for
-    // 2-16 rows Eigen runs a small GEMM that first packs every weight panel).
-    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1 || avx512)) {
+    // from two rows on, and one row too where AVX-512 or AVX2 runs it (the
+    // portable loop: Eigen's GEMV beats it; for 2-16 rows Eigen runs a small
+    // GEMM that first packs every weight panel).
+    if (m <= gemv_max_rows && (!std::is_same_v<W, float> || m > 1 || avx512 || avx2)) {
 #ifdef CPX_HAVE_GEMV_AVX2
         if constexpr (std::is_same_v<W, bf16> || std::is_same_v<W, float>) {
             if (avx2 && m >= avx2::lanes_min_rows<W>) {
@@ -358,7 +358,7 @@ void linear(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
                     panels, m * out * in > 32768,
                     [&](index_t p) {
                         const index_t o0 = p * pw, o1 = std::min(out, o0 + pw);
-                        if (m == 1) avx2::gemv_row_nt(xs.row(0), w, y.row(0), o0, o1, mode == Write::accumulate);
+                        if (m <= 2) avx2::gemv_streams_nt(xs, w, y, o0, o1, mode == Write::accumulate);
                         else avx2::gemv_rows_nt(xs, w, y, o0, o1, mode == Write::accumulate);
                     },
                     Schedule::ranges_then_rest);
