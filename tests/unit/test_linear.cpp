@@ -278,11 +278,13 @@ TEST_CASE("products are bit-identical run to run") {
     for (int o = 0; o < out; ++o) CHECK(a[o] == b[o]);
 }
 
-TEST_CASE_TEMPLATE("AVX2: a row's outputs are the same bits alone and with other rows, below the lane kernels", W, float,
-                   bf16) {
+TEST_CASE_TEMPLATE("AVX2: a row's outputs are the same bits alone and with other rows (nn.Linear below the lane "
+                   "kernels, input-major up to gemv_max_rows)",
+                   W, float, bf16) {
     // The AVX2 nn.Linear kernels for one or two rows (four streams) and for three up to
-    // lanes_min_rows - 1 (blocks of four weight rows) sum every output in one order, so a
-    // sequence's decode products do not depend on how many sequences share the step.
+    // lanes_min_rows - 1 (blocks of four weight rows), and the input-major kernel for any few
+    // rows, sum every output in one order, so a sequence's decode products do not depend on how
+    // many sequences share the step.
 #ifndef CPX_HAVE_GEMV_AVX2
     MESSAGE("skipped: not an x86 build");
 #else
@@ -291,21 +293,33 @@ TEST_CASE_TEMPLATE("AVX2: a row's outputs are the same bits alone and with other
         return;
     }
     const cpu::VectorIsaLimit limit(cpu::VectorIsa::avx2);
-    const int in = 1061, out = 1027, most = static_cast<int>(cpu::avx2::lanes_min_rows<W>) - 1;
-    const auto x = testing::random_normal(most * in, 21);
+    const int in = 1061, out = 1027;
+    const auto x = testing::random_normal(cpu::gemv_max_rows * in, 21);
     const auto w = stored<W>(testing::random_normal(out * in, 22, 0.05f));
     cpu::LinearScratch scratch;
-    std::vector<float> alone(out);
-    cpu::linear<W>(cpu::rows_of<const float>(x.data(), 1, in), Matrix<const W>(w.data(), out, in),
-                   cpu::rows_of(alone.data(), 1, out), cpu::Write::overwrite, scratch);
-    for (int rows = 2; rows <= most; ++rows) {
-        CAPTURE(rows);
-        std::vector<float> y(rows * out);
-        cpu::linear<W>(cpu::rows_of<const float>(x.data(), rows, in), Matrix<const W>(w.data(), out, in),
-                       cpu::rows_of(y.data(), rows, out), cpu::Write::overwrite, scratch);
-        int differing = 0;
-        for (int o = 0; o < out; ++o) differing += y[o] != alone[o];
-        CHECK(differing == 0);
+    for (bool input_major : {false, true}) {
+        CAPTURE(input_major);
+        const auto product = [&](int rows, std::vector<float>& y) {
+            const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
+            if (input_major)
+                cpu::matmul<W>(xr, Matrix<const W>(w.data(), in, out), cpu::rows_of(y.data(), rows, out),
+                               cpu::Write::overwrite, scratch);
+            else
+                cpu::linear<W>(xr, Matrix<const W>(w.data(), out, in), cpu::rows_of(y.data(), rows, out),
+                               cpu::Write::overwrite, scratch);
+        };
+        std::vector<float> alone(out);
+        product(1, alone);
+        const int most = input_major ? static_cast<int>(cpu::gemv_max_rows)
+                                     : static_cast<int>(cpu::avx2::lanes_min_rows<W>) - 1;
+        for (int rows = 2; rows <= most; ++rows) {
+            CAPTURE(rows);
+            std::vector<float> y(rows * out);
+            product(rows, y);
+            int differing = 0;
+            for (int o = 0; o < out; ++o) differing += y[o] != alone[o];
+            CHECK(differing == 0);
+        }
     }
 #endif
 }

@@ -25,11 +25,11 @@
 //   second pass over each block.
 //
 // Input-major weights ([in, out], the routed experts, PRISM's u): the input dimension
-// is cut into contiguous blocks of weight rows, each read whole, four rows at a time
-// (one input row: four rows a quarter of the block apart, four streams), into partial sums of its own
-// (gemv_rows_nn_streamed), widening 8 bf16 weights with
-// one zero-extension and a shift; the portable loop's four-row passes over a column panel
-// per thread were slower (Zen 3, the 187M expert's products: docs/BF16.md).
+// is cut into contiguous blocks of weight rows, each read whole, four rows a quarter of
+// the block apart at a time (four streams), into partial sums of its own
+// (gemv_rows_nn_streamed), widening 8 bf16 weights with one zero-extension and a shift;
+// the portable loop's four-row passes over a column panel per thread were slower (Zen 3,
+// the 187M expert's products: docs/BF16.md).
 //
 // The same fp32 products as the portable kernels, summed in another order.
 // Compiled for AVX2 by function attribute on every x86 build; linear.hpp calls them
@@ -388,63 +388,46 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 load8(const W* w) {
     }
 }
 
-/// Blocks of four weight rows ahead that rows_nn_part's first pair of input rows fetches, and
-/// the lines per step of 8 outputs (4 rows x 8 weights).
-inline constexpr index_t nn_fetch_blocks = 2;
-template <class W>
-inline constexpr int nn_fetch_lines = static_cast<int>(4 * 8 * sizeof(W) / 64);
-
 /// part[m, :] += sum over weight rows [i0, i1) of x[m, i] w[i, :] for the rows of x (part: rows
-/// of `stride` floats); four weight rows at a time, each read whole, each widened chunk of them
-/// used for two input rows (16 rows of the 187M expert's products, two threads, Zen 3: bf16
-/// 2.5-3.2 -> 3.2-3.9 GB/s, fp32 5.7-6.4 -> 6.4-9.0; the widening had been repeated per row).
-/// Those four streams a row apart restart every block, which the hardware prefetchers follow
-/// late (from memory at 4 rows one thread read ~5.5 GB/s at ~22 GFLOP/s: neither bound), so the
-/// first pair fetches the block two blocks on into L1 while it computes, as many lines per step
-/// as it reads (one on bf16, two on fp32). Zen 3, the 187M expert's
-/// gate|up [768 -> 1024] and down [512 -> 768] on bf16 weights from memory, alternated in one
-/// process: one thread 1.40-1.48x faster at 2 and 4 rows, 1.29x at 8, 1.16x at 16; two threads
-/// 1.24-1.44x at 2 and 4, 1.12x at 16; fp32 weights 1.0-1.06x. 187M four-sequence steps on bf16
-/// weights (default arithmetic, two threads, alternated binaries) 19.6 -> 17.1 ms, sixteen level.
-/// (A fetch of the next block by every pair had measured level to slower.)
-/// One input row reads four rows a quarter of the block apart at a time: four streams, each
-/// ascending through its quarter. Four consecutive rows at a time (four streams a row apart
-/// that restart every four rows) had read at 0.42-0.63 of the machine's read rate, one row at a
-/// time (a single stream) at 0.72-0.80 (the 187M expert's down projection [512 -> 768], bf16,
-/// two threads, Zen 3, alternated binaries), and the quarters beat that single stream, as in
-/// gemv_streams_nt: alternated in one process, from memory, bf16 [768 -> 2048] one thread
-/// 12.6 -> 19.9 GB/s, two threads 15.5 -> 19.0, [512 -> 768] 12.1 -> 20.9 and 18.4 -> 27.2; fp32
-/// 1.3-1.6x. The extra partial-sum loads and stores stay in L1.
+/// of `stride` floats). [i0, i1) is cut into four quarters and read as four streams, one row of
+/// each at a time: each widened chunk of the four rows is used for two input rows at once (the
+/// widening had been repeated per row: 16 rows of the 187M expert's products, two threads, Zen
+/// 3, bf16 2.5-3.2 -> 3.2-3.9 GB/s, fp32 5.7-6.4 -> 6.4-9.0), the rows left over one at a time.
+/// Every input row's sums take the same order, so its result does not depend on how many rows
+/// come with it.
+///
+/// The streams: four consecutive rows at a time, four streams a row apart that restart every
+/// four rows, had read one input row at 0.42-0.63 of the machine's read rate and one row at a time
+/// (one stream) at 0.72-0.80 (the 187M expert's down projection [512 -> 768], bf16, two threads,
+/// alternated binaries); for several input rows the first pair had fetched the block two blocks
+/// on into L1 in software (1.1-1.5x over the hardware prefetchers alone). The quarters beat both,
+/// as in gemv_streams_nt, with no software fetch: alternated in one process, from memory, one input
+/// row bf16 [768 -> 2048] one thread 12.6 -> 19.9 GB/s, two threads 15.5 -> 19.0, [512 -> 768]
+/// 12.1 -> 20.9 and 18.4 -> 27.2, fp32 1.3-1.6x; 2-8 rows bf16 1.0-1.4x, fp32 1.1-1.3x, 16 rows
+/// 1.0-1.08x (bound by the arithmetic and the partial sums' loads and stores, which stay in L1).
 template <class W>
 CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t i0,
                                   index_t i1, float* part, index_t stride) {
     const index_t n = w.cols, body = n / 8 * 8;
-    index_t i = i0;
-    for (; x.rows > 1 && i + 4 <= i1; i += 4) {
-        const W* w0 = w.data + i * w.ld;
-        const W* w1 = w0 + w.ld;
-        const W* w2 = w1 + w.ld;
-        const W* w3 = w2 + w.ld;
+    const index_t q = (i1 - i0) / 4;  // rows per stream
+    for (index_t k = 0; k < q; ++k) {
+        const index_t r0 = i0 + k, r1 = r0 + q, r2 = r1 + q, r3 = r2 + q;
+        const W* w0 = w.data + r0 * w.ld;
+        const W* w1 = w.data + r1 * w.ld;
+        const W* w2 = w.data + r2 * w.ld;
+        const W* w3 = w.data + r3 * w.ld;
         index_t m = 0;
         for (; m + 2 <= x.rows; m += 2) {  // two input rows per widened weight chunk
-            const float* xr = x.row(m) + i;
-            const float* xq = x.row(m + 1) + i;
-            const __m256 x0 = _mm256_set1_ps(xr[0]), x1 = _mm256_set1_ps(xr[1]), x2 = _mm256_set1_ps(xr[2]),
-                         x3 = _mm256_set1_ps(xr[3]);
-            const __m256 y0 = _mm256_set1_ps(xq[0]), y1 = _mm256_set1_ps(xq[1]), y2 = _mm256_set1_ps(xq[2]),
-                         y3 = _mm256_set1_ps(xq[3]);
+            const float* xr = x.row(m);
+            const float* xq = x.row(m + 1);
+            const __m256 x0 = _mm256_set1_ps(xr[r0]), x1 = _mm256_set1_ps(xr[r1]), x2 = _mm256_set1_ps(xr[r2]),
+                         x3 = _mm256_set1_ps(xr[r3]);
+            const __m256 y0 = _mm256_set1_ps(xq[r0]), y1 = _mm256_set1_ps(xq[r1]), y2 = _mm256_set1_ps(xq[r2]),
+                         y3 = _mm256_set1_ps(xq[r3]);
             float* a = part + m * stride;
             float* b = a + stride;
-            // The first pair reads the block from memory: it fetches the block nn_fetch_blocks on
-            // (rows packed: one range), as many bytes per step as it reads.
-            const char* ahead = m == 0 && w.ld == n && i + 4 * (nn_fetch_blocks + 1) <= i1
-                                    ? reinterpret_cast<const char*>(w0 + 4 * nn_fetch_blocks * w.ld)
-                                    : nullptr;
             index_t j = 0;
             for (; j < body; j += 8) {
-                if (ahead)
-                    for (int l = 0; l < nn_fetch_lines<W>; ++l)
-                        _mm_prefetch(ahead + 4 * j * static_cast<index_t>(sizeof(W)) + 64 * l, _MM_HINT_T0);
                 const __m256 v0 = load8(w0 + j), v1 = load8(w1 + j), v2 = load8(w2 + j), v3 = load8(w3 + j);
                 __m256 s = _mm256_fmadd_ps(x0, v0, _mm256_load_ps(a + j));
                 __m256 t = _mm256_fmadd_ps(y0, v0, _mm256_load_ps(b + j));
@@ -456,16 +439,16 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
                 _mm256_store_ps(b + j, _mm256_fmadd_ps(y3, v3, t));
             }
             for (; j < n; ++j) {
-                a[j] += xr[0] * to_float(w0[j]) + xr[1] * to_float(w1[j]) + xr[2] * to_float(w2[j]) +
-                        xr[3] * to_float(w3[j]);
-                b[j] += xq[0] * to_float(w0[j]) + xq[1] * to_float(w1[j]) + xq[2] * to_float(w2[j]) +
-                        xq[3] * to_float(w3[j]);
+                a[j] += xr[r0] * to_float(w0[j]) + xr[r1] * to_float(w1[j]) + xr[r2] * to_float(w2[j]) +
+                        xr[r3] * to_float(w3[j]);
+                b[j] += xq[r0] * to_float(w0[j]) + xq[r1] * to_float(w1[j]) + xq[r2] * to_float(w2[j]) +
+                        xq[r3] * to_float(w3[j]);
             }
         }
         for (; m < x.rows; ++m) {
-            const float* xr = x.row(m) + i;
-            const __m256 x0 = _mm256_set1_ps(xr[0]), x1 = _mm256_set1_ps(xr[1]), x2 = _mm256_set1_ps(xr[2]),
-                         x3 = _mm256_set1_ps(xr[3]);
+            const float* xr = x.row(m);
+            const __m256 x0 = _mm256_set1_ps(xr[r0]), x1 = _mm256_set1_ps(xr[r1]), x2 = _mm256_set1_ps(xr[r2]),
+                         x3 = _mm256_set1_ps(xr[r3]);
             float* a = part + m * stride;
             index_t j = 0;
             for (; j < body; j += 8) {
@@ -475,34 +458,11 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
                 _mm256_store_ps(a + j, _mm256_fmadd_ps(x3, load8(w3 + j), s));
             }
             for (; j < n; ++j)
-                a[j] += xr[0] * to_float(w0[j]) + xr[1] * to_float(w1[j]) + xr[2] * to_float(w2[j]) +
-                        xr[3] * to_float(w3[j]);
+                a[j] += xr[r0] * to_float(w0[j]) + xr[r1] * to_float(w1[j]) + xr[r2] * to_float(w2[j]) +
+                        xr[r3] * to_float(w3[j]);
         }
     }
-    if (x.rows == 1) {
-        const index_t q = (i1 - i) / 4;  // rows per stream
-        const float* xr = x.row(0) + i;
-        for (index_t k = 0; k < q; ++k) {
-            const W* w0 = w.data + (i + k) * w.ld;
-            const W* w1 = w0 + q * w.ld;
-            const W* w2 = w1 + q * w.ld;
-            const W* w3 = w2 + q * w.ld;
-            const float s0 = xr[k], s1 = xr[q + k], s2 = xr[2 * q + k], s3 = xr[3 * q + k];
-            const __m256 x0 = _mm256_set1_ps(s0), x1 = _mm256_set1_ps(s1), x2 = _mm256_set1_ps(s2),
-                         x3 = _mm256_set1_ps(s3);
-            index_t j = 0;
-            for (; j < body; j += 8) {
-                __m256 s = _mm256_fmadd_ps(x0, load8(w0 + j), _mm256_load_ps(part + j));
-                s = _mm256_fmadd_ps(x1, load8(w1 + j), s);
-                s = _mm256_fmadd_ps(x2, load8(w2 + j), s);
-                _mm256_store_ps(part + j, _mm256_fmadd_ps(x3, load8(w3 + j), s));
-            }
-            for (; j < n; ++j)
-                part[j] += s0 * to_float(w0[j]) + s1 * to_float(w1[j]) + s2 * to_float(w2[j]) + s3 * to_float(w3[j]);
-        }
-        i += 4 * q;
-    }
-    for (; i < i1; ++i) {  // the rows left over
+    for (index_t i = i0 + 4 * q; i < i1; ++i) {  // the rows left over
         const W* wr = w.data + i * w.ld;
         for (index_t m = 0; m < x.rows; ++m) {
             const float xi = x.row(m)[i];
