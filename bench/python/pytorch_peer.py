@@ -470,6 +470,7 @@ def main(argv):
     ap.add_argument("--suite", default="", choices=[""] + sorted(SUITES),
                     help="only the cases of one C++ suite (bench_<suite>)")
     ap.add_argument("--filter", default="", help="regular expression on case names")
+    ap.add_argument("--exclude", default="", help="regular expression: leave out the cases it matches")
     ap.add_argument("--min-time", type=float, default=0.3, help="seconds per repetition (at least one call)")
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
@@ -480,6 +481,7 @@ def main(argv):
     add_mlp_cases()
     add_model_cases()
     selected = [c for c in CASES if re.search(args.filter, c.name)
+                and not (args.exclude and re.search(args.exclude, c.name))
                 and (not args.suite or re.search(SUITES[args.suite], c.name))]
     if args.list:
         print("\n".join(c.name for c in selected))
