@@ -94,9 +94,7 @@ CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-}  // namespace detail
 
-namespace detail {
 /// The S weight rows `r` against the R (1 or 2) rows of xs: one accumulator per weight row and
 /// input row, each chunk's even half then odd half (gemv_rows_nt's sums, in its order), stored
 /// at columns `o` of y.
@@ -160,8 +158,8 @@ CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const
 /// weight is used once (twice for two input rows), so the product is a read of the weights,
 /// and on Zen 3 one ascending stream per thread was read at ~0.7 of the rate of several:
 /// alternated in one process, bf16 weights from memory, one input row, [1536 -> 1280] one
-/// thread 12.6-13.4 -> 16.4-18.9 GB/s, two threads 18.9-22.5 -> 27.3-31.8; [768 -> 32000]
-/// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 28.2-34.9; two input rows 1.2-1.3x (the blocks of
+/// thread 11.4-13.5 -> 16.0-18.9 GB/s, two threads 18.9-23.3 -> 27.3-31.8; [768 -> 32000]
+/// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 23.4-32.9 (docs/BF16.md); two input rows 1.2-1.3x (the blocks of
 /// four consecutive rows with the next block fetched, gemv_rows_nt, before). fp32 weights, one
 /// row, against Eigen's GEMV that took them before: 1.1-1.3x. Every output is summed as
 /// gemv_rows_nt sums it, so a row's result does not depend on how many rows came with it (below
