@@ -96,8 +96,8 @@ CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
 }
 
 /// The S weight rows `r` against the R (1 or 2) rows of xs: one accumulator per weight row and
-/// input row, each chunk's even half then odd half (gemv_rows_nt's sums, in its order), stored
-/// at columns `o` of y.
+/// input row, each chunk's two halves in turn (bf16: its even inputs, then its odd ones), the
+/// sums of gemv_rows_nt in its order, stored at columns `o` of y.
 template <class W, int R, int S>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const StridedMatrix<const float>& xs, const W* const (&r)[S],
                                                        index_t body, index_t in, const StridedMatrix<float>& y,
@@ -159,9 +159,9 @@ CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const
 /// and on Zen 3 one ascending stream per thread was read at ~0.7 of the rate of several:
 /// alternated in one process, bf16 weights from memory, one input row, [1536 -> 1280] one
 /// thread 11.4-13.5 -> 16.0-18.9 GB/s, two threads 18.9-23.3 -> 27.3-31.8; [768 -> 32000]
-/// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 23.4-32.9 (docs/BF16.md); two input rows 1.2-1.3x (the blocks of
-/// four consecutive rows with the next block fetched, gemv_rows_nt, before). fp32 weights, one
-/// row, against Eigen's GEMV that took them before: 1.1-1.3x. Every output is summed as
+/// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 23.4-32.9 (docs/BF16.md); two input rows 1.2-1.3x
+/// (against the blocks of four consecutive rows with the next block fetched, gemv_rows_nt). fp32
+/// weights, one row, against Eigen's GEMV that took them before: 1.1-1.3x. Every output is summed as
 /// gemv_rows_nt sums it, so a row's result does not depend on how many rows came with it (below
 /// lanes_min_rows).
 template <class W>
