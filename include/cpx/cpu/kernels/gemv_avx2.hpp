@@ -42,6 +42,7 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
+#include <algorithm>
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
@@ -95,27 +96,31 @@ CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/// The S weight rows `r` against the R (1 or 2) rows of xs: one accumulator per weight row and
-/// input row, each chunk's two halves in turn (bf16: its even inputs, then its odd ones), the
-/// sums of gemv_rows_nt in its order, stored at columns `o` of y.
+/// The S weight rows `r` against R (1 or 2) input rows `x`: one accumulator per weight row and
+/// input row, each chunk's two halves in turn (bf16: its even inputs, then its odd ones); the
+/// sums of the first `stored` weight rows go to columns `o` of the rows `y`. The one sum of every
+/// few-row nn.Linear kernel below the lane kernels, so a row's result does not depend on how many
+/// rows share the product. `next`: lines to fetch meanwhile, a step per chunk.
 template <class W, int R, int S>
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const StridedMatrix<const float>& xs, const W* const (&r)[S],
-                                                       index_t body, index_t in, const StridedMatrix<float>& y,
-                                                       const index_t (&o)[S], bool accumulate) {
-    const float* x[R];
-    for (int g = 0; g < R; ++g) x[g] = xs.row(g);
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const float* const (&x)[R], const W* const (&r)[S],
+                                                       index_t body, index_t in, float* const (&y)[R],
+                                                       const index_t (&o)[S], int stored, bool accumulate,
+                                                       LineStream<true>& next) {
     __m256 a[S][R];
 #pragma GCC unroll 4
     for (int j = 0; j < S; ++j)
 #pragma GCC unroll 2
         for (int g = 0; g < R; ++g) a[j][g] = _mm256_setzero_ps();
     for (index_t i = 0; i < body; i += chunk) {
+        next.step();
         __m256 xe[R], xo[R];
 #pragma GCC unroll 2
         for (int g = 0; g < R; ++g) {
             xe[g] = _mm256_loadu_ps(x[g] + i);
             xo[g] = _mm256_loadu_ps(x[g] + i + 8);
-            asm("" : "+x"(xe[g]), "+x"(xo[g]));  // in registers for the S rows (as in gemv_rows_nt)
+            // In registers for the S weight rows: GCC 12 otherwise folds the loads into each FMA,
+            // two loads per FMA pair, more than the core issues.
+            asm("" : "+x"(xe[g]), "+x"(xo[g]));
         }
 #pragma GCC unroll 4
         for (int j = 0; j < S; ++j) {
@@ -126,10 +131,10 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const StridedMatrix<const
         }
     }
     for (int g = 0; g < R; ++g)
-        for (int j = 0; j < S; ++j) {
+        for (int j = 0; j < stored; ++j) {
             float sum = sum_lanes(a[j][g]);
             for (index_t i = body; i < in; ++i) sum += x[g][i] * to_float(r[j][i]);
-            float& out = y.row(g)[o[j]];
+            float& out = y[g][o[j]];
             out = accumulate ? out + sum : sum;
         }
 }
@@ -139,15 +144,19 @@ CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const
                                      const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     const index_t in = w.cols, body = in / chunk * chunk;
     const index_t q = (o1 - o0) / 4;  // rows per stream
+    const float* x[R];
+    float* yr[R];
+    for (int g = 0; g < R; ++g) x[g] = xs.row(g), yr[g] = y.row(g);
+    LineStream<true> none;  // the hardware follows the four streams
     for (index_t k = 0; k < q; ++k) {
         const index_t o[4] = {o0 + k, o0 + q + k, o0 + 2 * q + k, o0 + 3 * q + k};
         const W* const r[4] = {w.data + o[0] * w.ld, w.data + o[1] * w.ld, w.data + o[2] * w.ld, w.data + o[3] * w.ld};
-        rows_against_few<W, R, 4>(xs, r, body, in, y, o, accumulate);
+        rows_against_few<W, R, 4>(x, r, body, in, yr, o, 4, accumulate, none);
     }
     for (index_t row = o0 + 4 * q; row < o1; ++row) {  // the last (o1 - o0) % 4 rows, one at a time
         const index_t o[1] = {row};
         const W* const r[1] = {w.data + row * w.ld};
-        rows_against_few<W, R, 1>(xs, r, body, in, y, o, accumulate);
+        rows_against_few<W, R, 1>(x, r, body, in, yr, o, 1, accumulate, none);
     }
 }
 }  // namespace detail
@@ -161,9 +170,9 @@ CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const
 /// thread 11.4-13.5 -> 16.0-18.9 GB/s, two threads 18.9-23.3 -> 27.3-31.8; [768 -> 32000]
 /// 13.4-13.7 -> 18.3-20.4 and 23.5-23.8 -> 23.4-32.9 (docs/BF16.md); two input rows 1.2-1.3x
 /// (against the blocks of four consecutive rows with the next block fetched, gemv_rows_nt). fp32
-/// weights, one row, against Eigen's GEMV that took them before: 1.1-1.3x. Every output is summed as
-/// gemv_rows_nt sums it, so a row's result does not depend on how many rows came with it (below
-/// lanes_min_rows).
+/// weights, one row, against Eigen's GEMV that took them before: 1.1-1.3x. Both kernels sum through
+/// detail::rows_against_few, so a row's result does not depend on how many rows came with it
+/// (below lanes_min_rows).
 template <class W>
 CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
                                      const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
@@ -192,12 +201,11 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
         const int here = static_cast<int>(o1 - o < 4 ? o1 - o : 4);
         const index_t left = o1 - (o + 4);  // rows of the next block
         const int next_rows = left <= 0 ? 0 : left < 4 ? static_cast<int>(left) : 4;
-        const W* r[4];
-        for (int j = 0; j < 4; ++j) r[j] = w.data + (o + (j < here ? j : here - 1)) * w.ld;
+        const index_t at[4] = {o, o + 1, o + 2, o + 3};  // a short block stores its own rows only
+        const W* const r[4] = {w.data + o * w.ld, w.data + (o + std::min(1, here - 1)) * w.ld,
+                               w.data + (o + std::min(2, here - 1)) * w.ld,
+                               w.data + (o + std::min(3, here - 1)) * w.ld};
         for (index_t m0 = 0; m0 < xs.rows; m0 += 2) {
-            const bool pair = m0 + 1 < xs.rows;
-            const float* x0 = xs.row(m0);
-            const float* x1 = pair ? xs.row(m0 + 1) : x0;
             LineStream<true> next;
             if (contiguous && next_rows > 0 && steps > 0) {  // pair m0 / 2's share of the next block
                 const index_t lines = next_rows * row_bytes / 64, p = m0 / 2;
@@ -206,32 +214,14 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
                 next.end = block + 64 * ((p + 1) * lines / pairs);
                 next.per_step = static_cast<int>(((next.end - next.next) / 64 + steps - 1) / steps);
             }
-            __m256 a[4][2];
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) a[j][0] = a[j][1] = _mm256_setzero_ps();
-            for (index_t i = 0; i < body; i += chunk) {
-                next.step();
-                __m256 x0e = _mm256_loadu_ps(x0 + i), x0o = _mm256_loadu_ps(x0 + i + 8);
-                __m256 x1e = _mm256_loadu_ps(x1 + i), x1o = _mm256_loadu_ps(x1 + i + 8);
-                // In registers for the four weight rows: GCC 12 otherwise folds the loads into each FMA,
-                // two loads per FMA pair, more than the core issues.
-                asm("" : "+x"(x0e), "+x"(x0o), "+x"(x1e), "+x"(x1o));
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) {
-                    __m256 lo, hi;
-                    detail::load_chunk(r[j], i, lo, hi);
-                    a[j][0] = _mm256_fmadd_ps(hi, x0o, _mm256_fmadd_ps(lo, x0e, a[j][0]));
-                    a[j][1] = _mm256_fmadd_ps(hi, x1o, _mm256_fmadd_ps(lo, x1e, a[j][1]));
-                }
-            }
-            for (int g = 0; g < (pair ? 2 : 1); ++g) {
-                const float* xr = g ? x1 : x0;
-                float* yr = y.row(m0 + g) + o;
-                for (int j = 0; j < here; ++j) {
-                    float sum = detail::sum_lanes(a[j][g]);
-                    for (index_t i = body; i < in; ++i) sum += xr[i] * to_float(r[j][i]);
-                    yr[j] = accumulate ? yr[j] + sum : sum;
-                }
+            if (m0 + 1 < xs.rows) {
+                const float* const x[2] = {xs.row(m0), xs.row(m0 + 1)};
+                float* const yr[2] = {y.row(m0), y.row(m0 + 1)};
+                detail::rows_against_few<W, 2, 4>(x, r, body, in, yr, at, here, accumulate, next);
+            } else {  // the last of an odd number of rows
+                const float* const x[1] = {xs.row(m0)};
+                float* const yr[1] = {y.row(m0)};
+                detail::rows_against_few<W, 1, 4>(x, r, body, in, yr, at, here, accumulate, next);
             }
         }
     }
