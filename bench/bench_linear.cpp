@@ -224,7 +224,8 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
 template <class W>
 void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads,
                    cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
-    const std::string suffix = isa == cpu::VectorIsa::avx512 ? "" : "_" + std::string(cpu::vector_isa_name(isa));
+    std::string suffix;  // appended, not "_" + string: GCC 12 misreports that as an overlapping copy (-Wrestrict)
+    if (isa != cpu::VectorIsa::avx512) suffix.append("_").append(cpu::vector_isa_name(isa));
     decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + suffix + "/tokens:" + std::to_string(rows) +
                   "/threads:" + std::to_string(threads),
               in, out, rows, threads, Product::matmul, isa);
