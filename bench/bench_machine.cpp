@@ -46,7 +46,8 @@ void gemm_bf16(int m, int n, int k, int threads) {
             const auto x = cpx::bench::normal_vector<float>(static_cast<std::size_t>(m) * k, 1.0, 1);
             const auto w = cpx::bench::normal_vector<float>(static_cast<std::size_t>(n) * k, 0.02, 2);
             const auto packed = cpx::cpu::PackedBf16::pack(cpx::cpu::rows_of<const float>(w.data(), n, k),
-                                                           cpx::cpu::WeightOrientation::out_in);
+                                                           cpx::cpu::WeightOrientation::out_in,
+                                                           cpx::cpu::bf16_panel_layout());  // as models pack
             std::vector<float> y(static_cast<std::size_t>(m) * n);
             cpx::cpu::Bf16Scratch scratch;
             cpx::bench::Work work;
