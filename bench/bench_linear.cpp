@@ -209,6 +209,14 @@ void decode(const std::string& name, index_t in, index_t out, index_t rows, int 
     });
 }
 
+/// "_<level>" for a case capped below AVX-512, "" otherwise. Appended, not "_" + string: GCC 12 at
+/// -O3 reports that as an overlapping copy (-Wrestrict), which the warnings-as-errors build refuses.
+std::string isa_suffix(cpu::VectorIsa isa) {
+    std::string suffix;
+    if (isa != cpu::VectorIsa::avx512) suffix.append("_").append(cpu::vector_isa_name(isa));
+    return suffix;
+}
+
 /// The projection `s` at decode sizes.
 template <class W>
 void decode(const Shape& s, index_t rows, int threads, Product product = Product::linear,
@@ -216,7 +224,7 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
     std::string variant = product == Product::eigen_gemv           ? "eigen_gemv"
                           : product == Product::linear_bf16_packed ? "bf16_compute"
                                                                    : dtype_name<W>();
-    if (isa != cpu::VectorIsa::avx512) variant += std::string("_") + std::string(cpu::vector_isa_name(isa));
+    variant += isa_suffix(isa);
     decode<W>(name_of(s, variant.c_str(), rows, threads), s.in, s.out, rows, threads, product, isa);
 }
 
@@ -224,9 +232,7 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
 template <class W>
 void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads,
                    cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
-    std::string suffix;  // appended, not "_" + string: GCC 12 misreports that as an overlapping copy (-Wrestrict)
-    if (isa != cpu::VectorIsa::avx512) suffix.append("_").append(cpu::vector_isa_name(isa));
-    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + suffix + "/tokens:" + std::to_string(rows) +
+    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + isa_suffix(isa) + "/tokens:" + std::to_string(rows) +
                   "/threads:" + std::to_string(threads),
               in, out, rows, threads, Product::matmul, isa);
 }
