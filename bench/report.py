@@ -127,6 +127,14 @@ class Report:
         self.torch, self.torch_ctx = self.peer(results, "pytorch")  # Debian's PyTorch (1.13)
         self.torch2, self.torch2_ctx = self.peer(results, "pytorch2")  # the current PyTorch 2 (scripts/setup_peers.sh)
         self.ov, self.ov_ctx = self.peer(results, "openvino")
+        # Prefill alternated with the peers round by round (bench/python/paired_prefill.py).
+        self.paired, self.paired_ctx = {}, {}
+        paired_path = os.path.join(results, "paired_prefill.json")
+        if os.path.exists(paired_path):
+            with open(paired_path) as f:
+                paired = json.load(f)
+            self.paired = {c["name"]: c for c in paired["cases"] if c["rounds"]}
+            self.paired_ctx = paired["context"]
         self.machine = {}
         if os.path.exists(os.path.join(results, "machine.json")):
             with open(os.path.join(results, "machine.json")) as f:
@@ -377,8 +385,26 @@ class Report:
                             verdict(all(v >= floor for v in r.values())),
                             f"worst {r[worst]:.2f}× vs {floor}× ({100 * (r[worst] / floor - 1):+.0f}%)"))
 
+        def paired_row(what, engine, pattern, floor):
+            """The same target on the alternated rounds: each case's median over its rounds of the
+            round's peer time ÷ ours."""
+            cases = sorted((n for n in self.paired if re.search(pattern, n)), key=self.sort_key)
+            if not cases:
+                return
+            r = {n: self.paired_ratios(n, engine)[0] for n in cases}
+            cases = [n for n in cases if r[n]]
+            if not cases:
+                return
+            worst = min(cases, key=lambda n: r[n])
+            rounds = sorted({len(self.paired[n]["rounds"]) for n in cases})
+            summary.append((f"{what}, alternated (median of {'/'.join(map(str, rounds))} rounds per case)",
+                            ", ".join(f"{r[n]:.2f}× (`{n.replace('model/complexity/', '')}`)" for n in cases),
+                            verdict(all(v >= floor for v in r.values())),
+                            f"worst {r[worst]:.2f}× vs {floor}× ({100 * (r[worst] / floor - 1):+.0f}%)"))
+
         ratios_row("bf16 prefill ≥ 1.25 × OpenVINO bf16 (ours: `compute:bf16`)", self.ov,
                    r"^model/complexity/(187M|384M)/bf16/prefill/", 1.25)
+        paired_row("bf16 prefill ≥ 1.25 × OpenVINO bf16", "openvino", r"/bf16/prefill/", 1.25)
         layers = [n for n in self.names(r"^linear/.*/bf16_compute/")  # prefill: decode rows are read-bound
                   if self.o(n, "frac_of_bf16_peak") is not None and params(n).get("tokens", 0) >= 128]
         if layers and self.names(r"^machine/peak/amx_bf16/"):  # the bf16 peak is then the AMX tiles'
@@ -392,8 +418,10 @@ class Report:
                                              "instructions here: fp32 FMAs) ≥ 75% of the fp32 FMA peak",
                                              layers, "frac_of_bf16_peak", 0.75))
         ratios_row("fp32 prefill ≥ 1.1 × OpenVINO fp32", self.ov, r"^model/complexity/(187M|384M)/f32/prefill/", 1.1)
+        paired_row("fp32 prefill ≥ 1.1 × OpenVINO fp32", "openvino", r"/f32/prefill/", 1.1)
         ratios_row("fp32 prefill ≥ 1.5 × PyTorch 2 fp32", self.torch2, r"^model/complexity/(187M|384M)/f32/prefill/",
                    1.5)
+        paired_row("fp32 prefill ≥ 1.5 × PyTorch 2 fp32", "pytorch2", r"/f32/prefill/", 1.5)
         for label, pattern, limit in (("Batch-1 decode ≤ 1.15 × the read bound, 128–2048 cached tokens",
                                        r"^model/.*/decode/batch:1/", 1.15),
                                       ("Batched decode (4–16 sequences) ≤ the read bound",
@@ -677,6 +705,43 @@ class Report:
             self.emit(table(["case", "ours (default fp32 / fp32 on bf16)", "ours (fp32_packed / bf16)", "PyTorch 2",
                              "OpenVINO", "ours ÷ OpenVINO", "ours ÷ PyTorch 2"], rows), "")
 
+    def paired_ratios(self, name, engine):
+        """(median, lowest, highest) over a paired case's rounds of the peer's time ÷ ours."""
+        ratios = sorted(r[engine] / r["ours"] for r in self.paired[name]["rounds"] if engine in r)
+        return (statistics.median(ratios), ratios[0], ratios[-1]) if ratios else (None, None, None)
+
+    def paired_prefill(self):
+        """The prefill cases of the targets, ours and the peers alternated round by round."""
+        if not self.paired:
+            return
+        ctx = self.paired_ctx
+        self.emit("## Prefill alternated with the peers", "",
+                  f"The suites above time each engine in its own stage, minutes apart; this stage "
+                  f"(`bench/python/paired_prefill.py`, {ctx.get('date', '?')[:16].replace('T', ' ')}"
+                  f"{' to ' + ctx['end'][11:16] if ctx.get('end') else ''}) runs ours, OpenVINO "
+                  f"{ctx.get('openvino_version', '?')} and PyTorch {ctx.get('torch_version', '?')} on the same case in "
+                  f"turns, {ctx.get('rounds', '?')} rounds of at least {ctx.get('min_time', '?')} s per engine, the "
+                  "order rotating between rounds. A ratio is taken within each round (peer time ÷ ours, > 1: ours "
+                  "faster), then the median over the rounds, with the lowest and highest round; the times are "
+                  "the medians over the rounds. Ours: the faster of `fp32` and `fp32_packed` in the round for f32 "
+                  "rows, `compute:bf16` for bf16 rows; PyTorch 2 runs the f32 rows only (no target compares "
+                  "with it in bf16).", "")
+        rows = []
+        for n in sorted(self.paired, key=self.sort_key):
+            rounds = self.paired[n]["rounds"]
+            def med(key):
+                values = [r[key] for r in rounds if key in r]
+                return statistics.median(values) if values else None
+
+            cells = []
+            for engine in ("openvino", "pytorch2"):
+                m, lo, hi = self.paired_ratios(n, engine)
+                cells.append(f"{m:.2f}× ({lo:.2f}–{hi:.2f})" if m else "–")
+            rows.append((f"`{n.replace('model/', '')}`", str(len(rounds)), fms(med("ours")), fms(med("openvino")),
+                         fms(med("pytorch2")), *cells))
+        self.emit(table(["case", "rounds", "ours ms", "OpenVINO ms", "PyTorch 2 ms", "OpenVINO ÷ ours",
+                         "PyTorch 2 ÷ ours"], rows), "")
+
     def versus_torch(self):
         both = sorted((n for n in self.ours if self.t(n)), key=self.sort_key)
         if not both:
@@ -787,6 +852,7 @@ class Report:
         self.models()
         self.scaling()
         self.versus_peers()
+        self.paired_prefill()
         self.versus_torch()
         self.notes(notes)
         with open(out, "w") as f:

@@ -11,8 +11,9 @@
 #   BENCH_FILTER       regular expression: run only the matching cases
 #   BENCH_SUITES       suites to run (default: machine norms linear attention mlp complexity_model prism_model)
 #   CPX_BENCH_LARGE=1  adds the opt-in large shapes (1.5B pilot, 4096-token prefill)
-#   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_PEERS=1, SKIP_REPORT=1   skip a stage
-#     (SKIP_TORCH: Debian's PyTorch; SKIP_PEERS: PyTorch 2 and OpenVINO)
+#   BENCH_PAIRED_ROUNDS  rounds of the alternated prefill stage (bench/python/paired_prefill.py; default 5)
+#   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_PEERS=1, SKIP_PAIRED=1, SKIP_REPORT=1   skip a stage
+#     (SKIP_TORCH: Debian's PyTorch; SKIP_PEERS: PyTorch 2 and OpenVINO; SKIP_PAIRED: the alternated stage)
 #   PYTHON             interpreter with torch, numpy and matplotlib (default: the first python3 that has them)
 #   BENCH_RESULTS      directory of the JSON results (default build/bench/results)
 #   BENCH_REPORT, BENCH_IMG, BENCH_NOTES   the report, its plots' directory and the hand-written
@@ -28,6 +29,7 @@ bash scripts/setup.sh --bench
 
 min_time=${BENCH_MIN_TIME:-0.3}
 repetitions=${BENCH_REPETITIONS:-3}
+paired_rounds=${BENCH_PAIRED_ROUNDS:-5}
 filter=${BENCH_FILTER:-}
 suites=${BENCH_SUITES:-machine norms linear attention mlp complexity_model prism_model}
 results=${BENCH_RESULTS:-build/bench/results}
@@ -113,6 +115,15 @@ for s in $suites; do
                 stage "openvino_$s" "$peers_py" bench/python/openvino_peer.py "${peer_args[@]}" \
                     --out "$results/openvino_$s.json" ;;
         esac
+        # The targets' prefill cases once more, ours and the peers in turns (bench/python/paired_prefill.py):
+        # ratios taken within seconds, not across stages minutes apart.
+        if [ "$s" = complexity_model ] && [ -z "${SKIP_PAIRED:-}" ]; then
+            paired_args=(--binary build/bench/bench/bench_complexity_model --rounds "$paired_rounds"
+                         --out "$results/paired_prefill.json")
+            [ -n "$filter" ] && paired_args+=(--filter "$filter")
+            echo "== ours, PyTorch 2 and OpenVINO alternated: prefill"
+            stage "paired_prefill" "$peers_py" bench/python/paired_prefill.py "${paired_args[@]}"
+        fi
     fi
 done
 
