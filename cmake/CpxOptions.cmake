@@ -7,6 +7,9 @@ option(CPX_BUILD_TESTS "Build the test suite" ${PROJECT_IS_TOP_LEVEL})
 option(CPX_BUILD_EXAMPLES "Build the example programs" ${PROJECT_IS_TOP_LEVEL})
 option(CPX_BUILD_TOOLS "Build the command-line tools" ${PROJECT_IS_TOP_LEVEL})
 option(CPX_BUILD_BENCHMARKS "Build the Google Benchmark suites" OFF)
+option(CPX_CHECK_BENCHMARKS
+       "Without CPX_BUILD_BENCHMARKS: check that the CPU benchmark suites compile (syntax and templates only, \
+no code generated; the test preset turns it on)" OFF)
 option(CPX_BUILD_FUZZERS "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
 option(CPX_SANITIZE "Build our targets with AddressSanitizer and UBSan" OFF)
 option(CPX_NATIVE "Compile our targets for the build machine's CPU (-march=native)" OFF)

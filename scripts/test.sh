@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite, as CI does:
-#   1. release build, preset `test` (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU),
+#   1. release build, preset `test` (CPU tests; CUDA targets compiled when nvcc exists, GPU tests skip without a GPU;
+#      the CPU benchmark suites' sources checked by the compiler's front end, CPX_CHECK_BENCHMARKS),
 #   2. every fuzz target of tests/fuzz for 12 s (scripts/fuzz.sh),
 #   3. AddressSanitizer + UBSan build of the same tests (generic x86-64 flags: the AVX-512 and
 #      bf16 kernels are chosen at run time, so they run, sanitized, where the CPU has them).
