@@ -102,17 +102,6 @@ def time_ours(binary, names, min_time):
     return times
 
 
-def seconds_per_call(fn, min_time):
-    """Mean seconds per call over at least min_time seconds (one call at least); fn is warm."""
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_time:
-            return elapsed / n
-
-
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", default="build/bench/bench/bench_complexity_model", help="our benchmark program")
@@ -180,10 +169,10 @@ def main(argv):
 
         request.infer(feed)  # warm: allocations, first touch
         run = {"ours": lambda: time_ours(args.binary, ours, args.min_time),
-               "openvino": lambda: seconds_per_call(lambda: request.infer(feed), args.min_time) * 1e3}
+               "openvino": lambda: pytorch_peer.seconds_per_call(lambda: request.infer(feed), args.min_time)[0] * 1e3}
         if precision == "f32":
             pytorch2()
-            run["pytorch2"] = lambda: seconds_per_call(pytorch2, args.min_time) * 1e3
+            run["pytorch2"] = lambda: pytorch_peer.seconds_per_call(pytorch2, args.min_time)[0] * 1e3
         engines = tuple(run)
         rounds = []
         for r in range(args.rounds):

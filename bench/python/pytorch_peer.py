@@ -414,6 +414,18 @@ def set_threads(n):
 
 
 # ----------------------------------------------------------------------------- timing and output
+def seconds_per_call(fn, min_time):
+    """(mean seconds per call, calls) of fn called until at least min_time seconds have passed
+    (one call at least); fn is warm."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time:
+            return elapsed / n, n
+
+
 def measure(fn, min_time, repetitions, slow=5.0):
     """Per-repetition (mean seconds per call, calls); a case slower than `slow`
     seconds per call gets one repetition, to keep the suite's run time bounded."""
@@ -421,17 +433,7 @@ def measure(fn, min_time, repetitions, slow=5.0):
     fn()  # warm-up: allocations, first touch, masks and tables
     if time.perf_counter() - t0 > slow:
         repetitions = 1
-    reps = []
-    for _ in range(repetitions):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= min_time:
-                break
-        reps.append((elapsed / n, n))
-    return reps
+    return [seconds_per_call(fn, min_time) for _ in range(repetitions)]
 
 
 def timed(name, fn, tokens, min_time, repetitions):
