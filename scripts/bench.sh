@@ -12,6 +12,7 @@
 #   BENCH_SUITES       suites to run (default: machine norms linear attention mlp complexity_model prism_model)
 #   CPX_BENCH_LARGE=1  adds the opt-in large shapes (1.5B pilot, 4096-token prefill)
 #   BENCH_PAIRED_ROUNDS  rounds of the alternated prefill stage (bench/python/paired_prefill.py; default 5)
+#   BENCH_PAIRED_TOKENS  its prompt lengths (default 512; "512 2048" adds the 187M 2,048-token cases)
 #   SKIP_BUILD=1, SKIP_TORCH=1, SKIP_PEERS=1, SKIP_PAIRED=1, SKIP_REPORT=1   skip a stage
 #     (SKIP_TORCH: Debian's PyTorch; SKIP_PEERS: PyTorch 2 and OpenVINO; SKIP_PAIRED: the alternated stage)
 #   PYTHON             interpreter with torch, numpy and matplotlib (default: the first python3 that has them)
@@ -30,6 +31,7 @@ bash scripts/setup.sh --bench
 min_time=${BENCH_MIN_TIME:-0.3}
 repetitions=${BENCH_REPETITIONS:-3}
 paired_rounds=${BENCH_PAIRED_ROUNDS:-5}
+read -r -a paired_tokens <<<"${BENCH_PAIRED_TOKENS:-512}"
 filter=${BENCH_FILTER:-}
 suites=${BENCH_SUITES:-machine norms linear attention mlp complexity_model prism_model}
 results=${BENCH_RESULTS:-build/bench/results}
@@ -119,7 +121,7 @@ for s in $suites; do
         # ratios taken within seconds, not across stages minutes apart.
         if [ "$s" = complexity_model ] && [ -z "${SKIP_PAIRED:-}" ]; then
             paired_args=(--binary build/bench/bench/bench_complexity_model --rounds "$paired_rounds"
-                         --out "$results/paired_prefill.json")
+                         --tokens "${paired_tokens[@]}" --out "$results/paired_prefill.json")
             [ -n "$filter" ] && paired_args+=(--filter "$filter")
             echo "== ours, PyTorch 2 and OpenVINO alternated: prefill"
             stage "paired_prefill" "$peers_py" bench/python/paired_prefill.py "${paired_args[@]}"
