@@ -232,8 +232,8 @@ void decode(const Shape& s, index_t rows, int threads, Product product = Product
 template <class W>
 void expert_decode(const char* name, index_t in, index_t out, index_t rows, int threads,
                    cpu::VectorIsa isa = cpu::VectorIsa::avx512) {
-    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + isa_suffix(isa) + "/tokens:" + std::to_string(rows) +
-                  "/threads:" + std::to_string(threads),
+    decode<W>(std::string("matmul/") + name + "/" + dtype_name<W>() + isa_suffix(isa) +
+                  "/tokens:" + std::to_string(rows) + "/threads:" + std::to_string(threads),
               in, out, rows, threads, Product::matmul, isa);
 }
 

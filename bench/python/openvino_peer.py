@@ -247,6 +247,26 @@ def check(name, got, want, precision):
     return err
 
 
+def compile_config(threads, precision):
+    """The CPU plugin's settings for a case: LATENCY hint, the case's threads and precision."""
+    return {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": precision}
+
+
+def prefill_request(core, model, tok, threads, precision, converted, name):
+    """An infer request of `model`'s prefill at tok's shape [B, T] (converted once per shape into
+    `converted`), its feed, and its logits' error against the PyTorch module's (check())."""
+    model.cache = None
+    shape = tuple(tok.shape)
+    if shape not in converted:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracing warns about the routing's data-dependent branches
+            converted[shape] = ov.convert_model(Prefill(model), example_input=tok, input=[ov.PartialShape(list(shape))])
+    request = core.compile_model(converted[shape], "CPU", compile_config(threads, precision)).create_infer_request()
+    feed = {0: tok.numpy()}
+    err = check(name, request.infer(feed)[0], Prefill(model)(tok).numpy(), precision)
+    return request, feed, err
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON output path")
@@ -272,20 +292,12 @@ def main(argv):
             module.update(key=key, model=maker())
         model = module["model"]
         model.cache = None
-        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
-                  "INFERENCE_PRECISION_HINT": precision}
+        config = compile_config(threads, precision)
         torch.set_num_threads(threads)
         gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))  # the same tokens in every run
         tok = torch.randint(0, vocab, (batch, length if kind == "prefill" else 1), generator=gen)
         if kind == "prefill":
-            if (batch, length) not in converted:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # tracing warns about the routing's data-dependent branches
-                    converted[(batch, length)] = ov.convert_model(Prefill(model), example_input=tok,
-                                                                  input=[ov.PartialShape([batch, length])])
-            request = core.compile_model(converted[(batch, length)], "CPU", config).create_infer_request()
-            feed = {0: tok.numpy()}
-            err = check(name, request.infer(feed)[0], Prefill(model)(tok).numpy(), precision)
+            request, feed, err = prefill_request(core, model, tok, threads, precision, converted, name)
             entries, median = pytorch_peer.timed(name, lambda: request.infer(feed), batch * length, args.min_time,
                                                  args.repetitions)
         else:

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 import zlib
 
 import openvino as ov
@@ -89,7 +88,8 @@ def time_ours(binary, names, min_time):
                               text=True)
         if done.returncode != 0:
             raise SystemExit(f"paired_prefill: {binary} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-        results = json.load(open(out.name))["benchmarks"]
+        with open(out.name) as f:
+            results = json.load(f)["benchmarks"]
     times = {}
     for b in results:
         if b.get("run_type", "iteration") != "iteration":
@@ -141,7 +141,7 @@ def main(argv):
     for name, preset, precision, tokens, threads, ours in selected:
         config = pytorch_peer.PRESETS[preset]
         if loaded != preset:  # one model alive at a time
-            fp32_module = None
+            fp32_module = None  # freed before the next one is built
             converted.clear()
             fp32_module = torch_models.ComplexityDeep(config, pytorch_peer.complexity_tensors(config))
             loaded = preset
@@ -149,19 +149,8 @@ def main(argv):
         gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))  # the tokens of openvino_peer.py
         tok = torch.randint(0, pytorch_peer.VOCAB, (1, tokens), generator=gen)
 
-        # OpenVINO: the fp32 module (without a KV cache) converted once per shape, compiled for the case.
-        fp32_module.cache = None
-        if tokens not in converted:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                converted[tokens] = ov.convert_model(openvino_peer.Prefill(fp32_module), example_input=tok,
-                                                     input=[ov.PartialShape([1, tokens])])
-        request = core.compile_model(converted[tokens], "CPU", {"PERFORMANCE_HINT": "LATENCY",
-                                                                "INFERENCE_NUM_THREADS": threads,
-                                                                "INFERENCE_PRECISION_HINT": precision}
-                                     ).create_infer_request()
-        feed = {0: tok.numpy()}
-        openvino_peer.check(name, request.infer(feed)[0], openvino_peer.Prefill(fp32_module)(tok).numpy(), precision)
+        # OpenVINO: the fp32 module converted once per shape, compiled for the case, its logits checked.
+        request, feed, _ = openvino_peer.prefill_request(core, fp32_module, tok, threads, precision, converted, name)
 
         def pytorch2():
             fp32_module.new_cache(1, tokens)
