@@ -2,10 +2,15 @@
 // its last piece is freed; WeightVector as an ordinary vector.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/core/dtype.hpp"
@@ -40,10 +45,10 @@ TEST_CASE("weight arena: small pieces share one huge-page slab, in order, on cac
     CHECK(b[0] == 2);
     CHECK(b[786432 + 2] == 2);
     CHECK(*c == 3);
-    arena.deallocate(b);
-    arena.deallocate(a);
+    arena.deallocate(b, 786432 + 3);
+    arena.deallocate(a, 1179648);
     CHECK(arena.slabs() == 1);  // c still lives there
-    arena.deallocate(c);
+    arena.deallocate(c, 1);
     CHECK(arena.slabs() == 0);  // the last piece took the slab with it
 }
 
@@ -61,15 +66,45 @@ TEST_CASE("weight arena: a full slab starts another; a large piece gets a slab o
     CHECK(address(big) % huge_page == 0);
     void* d = arena.allocate(cache_line);  // small pieces go on in the second slab
     CHECK(address(d) == address(c) + cache_line);
-    arena.deallocate(big);
+    arena.deallocate(big, half + 1);
     CHECK(arena.slabs() == 2);
-    for (void* p : {a, b, c, d}) arena.deallocate(p);
+    arena.deallocate(a, half), arena.deallocate(b, half);
+    arena.deallocate(c, cache_line), arena.deallocate(d, cache_line);
     CHECK(arena.slabs() == 0);
     // After the current slab was returned, the next piece starts a new one.
     void* e = arena.allocate(100);
     CHECK(arena.slabs() == 1);
-    arena.deallocate(e);
+    arena.deallocate(e, 100);
 }
+
+#ifdef CPX_HUGE_PAGES
+TEST_CASE("weight arena: a piece freed while its slab lives gives its whole pages back, its neighbours keep theirs") {
+    WeightArena arena;
+    constexpr std::size_t page = 4096, piece = 4 * huge_page + 3 * page;
+    char* before = static_cast<char*>(arena.allocate(cache_line));
+    char* freed = static_cast<char*>(arena.allocate(piece));
+    char* after = static_cast<char*>(arena.allocate(cache_line));
+    std::memset(before, 1, cache_line);
+    std::memset(freed, 2, piece);
+    std::memset(after, 3, cache_line);
+    // The pages wholly inside the piece: it starts a line after the slab's start.
+    char* first = before + page;
+    const std::size_t pages = (address(freed) + piece) / page - address(first) / page;
+    const auto resident = [&] {
+        std::vector<unsigned char> in(pages);
+        REQUIRE(::mincore(first, pages * page, in.data()) == 0);
+        return std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; });
+    };
+    CHECK(resident() == static_cast<std::ptrdiff_t>(pages));
+    arena.deallocate(freed, piece);
+    CHECK(arena.slabs() == 1);
+    CHECK(resident() == 0);
+    CHECK(before[cache_line - 1] == 1);
+    CHECK(after[0] == 3);
+    arena.deallocate(before, cache_line), arena.deallocate(after, cache_line);
+    CHECK(arena.slabs() == 0);
+}
+#endif
 
 TEST_CASE("weight vector: an ordinary vector on cache lines, copied and freed like one") {
     cpx::cpu::WeightVector<cpx::bf16> w(1000, cpx::from_float<cpx::bf16>(1.5f));

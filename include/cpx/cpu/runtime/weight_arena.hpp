@@ -28,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
@@ -71,13 +72,19 @@ public:
         return carve(*current_, size);
     }
 
-    /// Frees a piece from allocate(); its slab goes back when it holds no other live piece.
-    void deallocate(void* p) noexcept {
+    /// Frees a piece of `bytes` from allocate(); its slab goes back when it holds no other live
+    /// piece. Until then the pages wholly inside the piece go back to the system: the slab never
+    /// hands that space out again, and a model that frees some weights and keeps others
+    /// (release_stored_matrices) would otherwise keep them resident.
+    void deallocate(void* p, std::size_t bytes) noexcept {
         const std::lock_guard lock(mutex_);
         auto it = slabs_.upper_bound(address(p));
         --it;  // the slab starting at or below p (p came from one)
         Slab& slab = it->second;
-        if (--slab.live > 0) return;
+        if (--slab.live > 0) {
+            return_pages(p, bytes);
+            return;
+        }
         if (current_ == &slab) current_ = nullptr;
         release(slab);
         slabs_.erase(it);
@@ -115,6 +122,14 @@ private:
         return p;
     }
     static void release(Slab& slab) noexcept { ::operator delete(slab.base, std::align_val_t{huge_page}); }
+    /// Drops the whole pages of [p, p + bytes) (they read as zeros if touched again).
+    static void return_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) noexcept {
+#ifdef CPX_HUGE_PAGES
+        constexpr std::uintptr_t page = 4096;
+        const std::uintptr_t first = (address(p) + page - 1) / page * page, end = (address(p) + bytes) / page * page;
+        if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+#endif
+    }
 
     mutable std::mutex mutex_;
     std::map<std::uintptr_t, Slab> slabs_;  // by base address
@@ -142,7 +157,7 @@ struct WeightAllocator {
 #ifdef CPX_WEIGHT_PIECES_APART
         CacheAlignedAllocator<T>{}.deallocate(p, n);
 #else
-        WeightArena::instance().deallocate(p);
+        WeightArena::instance().deallocate(p, (n == 0 ? 1 : n) * sizeof(T));
 #endif
     }
     template <class U>
@@ -152,5 +167,32 @@ struct WeightAllocator {
 /// A model's weight tensor: a std::vector whose data starts on a cache line in a weight slab.
 template <class T>
 using WeightVector = std::vector<T, WeightAllocator<T>>;
+
+/// Frees a weight's storage (empty afterwards); returns the bytes it held.
+template <class T>
+std::size_t free_weight(WeightVector<T>& v) {
+    const std::size_t bytes = v.capacity() * sizeof(T);
+    WeightVector<T>().swap(v);
+    return bytes;
+}
+
+/// Weights kept while others around them are freed (free_weight): each piece holds its
+/// slab, so each is copied out and freed, and moved back by restore() once the others are
+/// gone, into fresh slabs rather than into what is left of the old ones.
+template <class T>
+class KeptWeights {
+public:
+    void keep(WeightVector<T>& v) {
+        copies_.emplace_back(&v, std::vector<T>(v.begin(), v.end()));
+        free_weight(v);
+    }
+    void restore() {
+        for (auto& [v, values] : copies_) v->assign(values.begin(), values.end());
+        copies_.clear();
+    }
+
+private:
+    std::vector<std::pair<WeightVector<T>*, std::vector<T>>> copies_;
+};
 
 }  // namespace cpx::cpu
