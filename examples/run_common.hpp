@@ -149,7 +149,8 @@ inline const char* vector_kernel_name() {
     return cpx::cpu::vector_isa() == cpx::cpu::VectorIsa::avx512 ? "AVX-512" : "AVX2";
 }
 
-/// Applies --compute and says which arithmetic runs.
+/// Applies --compute and says which arithmetic runs. Under packed arithmetic the stored
+/// matrices are released: the program never changes its arithmetic, so the packs suffice.
 template <class Model>
 void apply_compute(Model& model, const Options& o) {
     using cpx::cpu::Compute;
@@ -171,6 +172,9 @@ void apply_compute(Model& model, const Options& o) {
     else
         std::printf("arithmetic: fp32 products on packed weights, prefill and decode (%s kernel; %.1f MB)\n",
                     vector_kernel_name(), model.packed_bytes() / 1e6);
+    if (model.compute_runs() != Compute::fp32)
+        std::printf("stored matrices released: %.1f MB (the packs hold them)\n",
+                    static_cast<double>(model.release_stored_matrices()) / 1e6);
 }
 
 /// --profile: the same generation again (a warmed-up model: one prefill, then the decode

@@ -11,6 +11,7 @@
 // of test_complexity_model.cpp uses for the same rounding of the weights alone.
 #include <doctest/doctest.h>
 
+#include <cpx/config/model_counts.hpp>
 #include <cpx/config/presets.hpp>
 #include <cpx/models/complexity/model.hpp>
 
@@ -203,4 +204,90 @@ TEST_CASE("arithmetic names: fp32, fp32_packed and bf16 parse, others are errors
     CHECK(cpu::parse_compute("bf16") == cpu::Compute::bf16);
     CHECK_THROWS_WITH_AS(cpu::parse_compute("fp16"), "unknown arithmetic 'fp16': expected fp32, fp32_packed or bf16",
                          InputError);
+}
+
+namespace {
+/// Logits of a 30-token prefill through the KV cache and 6 decode steps after it.
+template <class Model>
+std::vector<float> prefill_then_decode(Model& model, std::span<const std::int64_t> tokens) {
+    using C = typename Model::Config;
+    KVCache<C> cache(64);
+    std::vector<float> got(tokens.size() * C::vocab);
+    const std::size_t prompt = 30;
+    model.extend(cache, tokens.first(prompt), LogitsAt::all, cpu::rows_of(got.data(), prompt, C::vocab));
+    for (std::size_t i = prompt; i < tokens.size(); ++i)
+        model.extend(cache, tokens.subspan(i, 1), LogitsAt::all, cpu::rows_of(got.data() + i * C::vocab, 1, C::vocab));
+    return got;
+}
+}  // namespace
+
+// Under packed arithmetic every product reads the packs, so the stored matrices can go: the
+// released model must compute bit for bit what it computed before (a read of a freed matrix
+// would fault, or be caught by the sanitizer build, which gives every weight its own allocation).
+TEST_CASE_TEMPLATE("released stored matrices: the packs alone give the same logits, prefill and decode", C,
+                   presets::TinyComplexity, presets::TinyTopK, presets::TinyDense, presets::TinyLearnedRouter,
+                   presets::TinyComplexityPrism) {
+    for (const cpu::Compute compute : {cpu::Compute::bf16, cpu::Compute::fp32_packed}) {
+        CAPTURE(cpu::compute_name(compute));
+        if (compute == cpu::Compute::bf16 ? !have_bf16_level() : !have_packed_fp32()) continue;
+        ComplexityModel<C> model(test_weights<C>(31), compute);
+        const auto tokens = random_tokens(36, C::vocab, 32);
+        const auto forward = model.forward(tokens);
+        const auto decoded = prefill_then_decode(model, tokens);
+        const std::size_t packs = model.packed_bytes();
+        CHECK_FALSE(model.stored_matrices_released());
+        const std::size_t freed = model.release_stored_matrices();
+        CHECK(model.stored_matrices_released());
+        // Every matrix but the embedding (and the learned router's [E, d]) was freed.
+        const std::size_t embedding = sizeof(float) * C::vocab * C::hidden;
+        std::size_t matrices = sizeof(float) * static_cast<std::size_t>(live_parameter_count<C>()) - embedding;
+        if constexpr (C::mlp == MlpKind::learned_router) matrices -= sizeof(float) * C::layers * C::experts * C::hidden;
+        CHECK(freed <= matrices);
+        CHECK(freed > matrices * 9 / 10);  // the rest: norms, mu_init, gates (not matrices)
+        CHECK(model.packed_bytes() == packs);
+        CHECK(model.forward(tokens) == forward);
+        CHECK(prefill_then_decode(model, tokens) == decoded);
+        CHECK(model.release_stored_matrices() == 0);  // once is all
+        // A copy holds the packs alone as well.
+        const ComplexityModel<C> copy = model;
+        CHECK(copy.stored_matrices_released());
+        CHECK(ComplexityModel<C>(copy).forward(tokens) == forward);
+    }
+}
+
+TEST_CASE("released stored matrices with bf16-stored weights: the same logits from the bf16 packs") {
+    using C = presets::TinyComplexity;
+    if (!have_bf16_level()) return;
+    ComplexityModel<C, bf16> model(convert_weights<bf16>(test_weights<C>(33)), cpu::Compute::bf16);
+    const auto tokens = random_tokens(36, C::vocab, 34);
+    const auto decoded = prefill_then_decode(model, tokens);
+    CHECK(model.release_stored_matrices() > 0);
+    CHECK(prefill_then_decode(model, tokens) == decoded);
+}
+
+TEST_CASE("released stored matrices: what needs them is an InputError, what does not still works") {
+    using C = presets::TinyComplexity;
+    ComplexityModel<C> plain(test_weights<C>(35));
+    CHECK_THROWS_WITH_AS(plain.release_stored_matrices(),
+                         doctest::Contains("the products run in fp32 on the stored matrices"), InputError);
+    CHECK_FALSE(plain.stored_matrices_released());
+    CHECK(plain.weights().slots().size() > 0);
+    if (!have_bf16_level()) return;
+    ComplexityModel<C> model(test_weights<C>(35), cpu::Compute::bf16);
+    const auto tokens = random_tokens(20, C::vocab, 36);
+    const auto want = model.forward(tokens);
+    (void)model.release_stored_matrices();
+    // Another kind of arithmetic would need new packs, made from the stored matrices.
+    CHECK_THROWS_WITH_AS(model.set_compute(cpu::Compute::fp32), doctest::Contains("released its stored matrices"),
+                         InputError);
+    CHECK_THROWS_AS(model.set_compute(cpu::Compute::fp32_packed), InputError);
+    CHECK(model.compute() == cpu::Compute::bf16);
+    model.set_compute(cpu::Compute::bf16);  // the same packs: kept
+    CHECK(model.forward(tokens) == want);
+    // Reading, saving, converting or uploading the weights needs their matrices.
+    CHECK_THROWS_WITH_AS(model.weights().slots(), doctest::Contains("were released"), InputError);
+    CHECK_THROWS_AS(convert_weights<bf16>(model.weights()), InputError);
+    // The routing tables and vectors are still there.
+    CHECK(model.weights().routing(0).experts() == C::experts);
+    CHECK(model.weights().norm.size() == static_cast<std::size_t>(C::hidden));
 }

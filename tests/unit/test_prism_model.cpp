@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <random>
+#include <utility>
 
 #include "last_rows_check.hpp"
 #include "prism_reference.hpp"
@@ -364,4 +365,34 @@ TEST_CASE("fp32_packed arithmetic on bf16 weights: the fp32 product of the store
     CHECK(err < 1e-4);
     PrismModel<Tiny, bf16> plain(model.weights());
     CHECK(got != plain.forward(tokens));  // the packed kernel ran
+}
+
+// As ComplexityModel's (test_complexity_bf16.cpp): the packs alone give the same logits.
+TEST_CASE("released stored matrices: the packs alone give the same logits; edits and fp32 are refused") {
+    for (const cpu::Compute compute : {cpu::Compute::bf16, cpu::Compute::fp32_packed}) {
+        CAPTURE(cpu::compute_name(compute));
+        if (cpu::runnable_compute(compute) != compute) {
+            MESSAGE("skipped: this machine has no kernels for ", cpu::compute_name(compute), " (",
+                    cpu::cpu_features().summary(), ")");
+            continue;
+        }
+        PrismModel<Tiny> model(test_weights<Tiny>(29), compute);
+        const auto tokens = random_tokens(30, Tiny::vocab, 30);
+        const auto want = model.forward(tokens);
+        KVCache<Tiny> before(40);
+        const auto generated = generate(model, before, std::span(tokens).first(20), 10);
+        const std::size_t freed = model.release_stored_matrices();
+        // U [2HD, d], c_fc [4d, d] and c_proj [d, 4d] of every layer
+        CHECK(freed == sizeof(float) * Tiny::layers * (Tiny::u_rows + 2 * Tiny::mlp_width) * Tiny::hidden);
+        CHECK(model.forward(tokens) == want);
+        KVCache<Tiny> after(40);
+        CHECK(generate(model, after, std::span(tokens).first(20), 10) == generated);
+        CHECK_THROWS_WITH_AS(model.weights(), doctest::Contains("can no longer change"), InputError);
+        CHECK_THROWS_AS(model.set_compute(cpu::Compute::fp32), InputError);
+        CHECK_THROWS_AS(std::as_const(model).weights().slots(), InputError);
+        const auto& kept = std::as_const(model).weights();  // the embeddings stay
+        CHECK(kept.wpe.size() == static_cast<std::size_t>(Tiny::max_positions * Tiny::hidden));
+    }
+    PrismModel<Tiny> plain(test_weights<Tiny>(29));
+    CHECK_THROWS_AS(plain.release_stored_matrices(), InputError);
 }

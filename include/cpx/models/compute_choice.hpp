@@ -8,11 +8,15 @@
 //   - fp32_packed: fp32 packs (bf16 panels of bf16 weights, widened exactly) where
 //     the CPU has AVX2 and FMA or AVX-512, else fp32;
 //   - packs are built when chosen (load time, not the first call) and rebuilt
-//     after the model handed out mutable access to its weights.
+//     after the model handed out mutable access to its weights;
+//   - release() frees the stored matrices the packs replace (Weights::release_packed_matrices),
+//     so the model holds them once; from then on the arithmetic can no longer change kind
+//     (nothing is left to pack anew) and the weights can no longer change.
 
 #include <cstddef>
 #include <optional>
 
+#include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/compute_support.hpp"
 
 namespace cpx {
@@ -22,12 +26,38 @@ class ComputeChoice {
 public:
     template <class Weights>
     void set(cpu::Compute compute, const Weights& weights) {
+        if (weights.packed_matrices_released()) {
+            // The packs in hand are all there is: keep them for any choice that runs on them.
+            require<InputError>(cpu::runnable_compute(compute) == runs(), "set_compute(",
+                                cpu::compute_name(compute), "): the model released its stored matrices "
+                                "(release_stored_matrices) and holds them only as packs for ",
+                                cpu::compute_name(runs()), "; load the weights again to compute otherwise");
+            compute_ = compute;
+            return;
+        }
         compute_ = compute;
         packs_.reset();
         if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs());
     }
-    /// The weights may change: the packs are rebuilt before the next use.
-    void invalidate() { packs_.reset(); }
+    /// The weights may change: the packs are rebuilt before the next use. Refused once the
+    /// stored matrices are released (the packs could not be rebuilt).
+    template <class Weights>
+    void invalidate(const Weights& weights) {
+        require<InputError>(!weights.packed_matrices_released(), "the model released its stored matrices "
+                            "(release_stored_matrices): its weights can no longer change");
+        packs_.reset();
+    }
+    /// Builds the packs if need be, then frees the stored matrices they replace; returns the
+    /// bytes freed. An InputError where the products run in fp32 on the stored matrices.
+    template <class Weights>
+    std::size_t release(Weights& weights) {
+        if (weights.packed_matrices_released()) return 0;
+        require<InputError>(runs() != cpu::Compute::fp32, "release_stored_matrices: the products run in fp32 on the "
+                            "stored matrices (", cpu::compute_name(compute_), " chosen, ", cpu::compute_name(runs()),
+                            " runs); choose bf16 or fp32_packed where this CPU runs them first");
+        (void)packs(weights);
+        return weights.release_packed_matrices();
+    }
     /// The packs of `weights` for the arithmetic that runs, or null for plain fp32.
     template <class Weights>
     const Packs* packs(const Weights& weights) {

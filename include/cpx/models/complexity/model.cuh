@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpx/config/complexity_config.hpp"
+#include "cpx/core/error.hpp"
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/kernels/attention.cuh"
 #include "cpx/cuda/runtime/blas.cuh"
@@ -107,6 +108,8 @@ public:
           h_copy_(std::is_same_v<T, float> || !C::use_mu ? 0 : static_cast<std::size_t>(max_rows) * d),
           dense_scratch_(C::routed ? 0 : static_cast<std::size_t>(max_rows) * 2 * C::intermediate) {
         static_assert(ComplexityWeights<C, W>::input_width == in_width && ComplexityWeights<C, W>::qkv_width == qkv_width);
+        require<InputError>(!weights.packed_matrices_released(), "cuda::ComplexityModel: these weights' layer matrices "
+                            "were released to a CPU model's packs (release_stored_matrices)");
         poison(h_, last_, a_mu_, qkv_, attn_, rotated_, m_, h_copy_, dense_scratch_);
         if constexpr (prism) prism_rope_.emplace(context);
         if constexpr (C::mlp == MlpKind::learned_router) {

@@ -22,7 +22,8 @@
 // Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed pack a
 // copy of the matrices (models/complexity/packs.hpp) and run every product on
 // it, decode steps included, in bf16 with fp32 sums or in fp32
-// (cpu/runtime/compute.hpp, docs/BF16.md), where the CPU has the instructions.
+// (cpu/runtime/compute.hpp, docs/BF16.md), where the CPU has the instructions;
+// release_stored_matrices() then frees the stored copies the packs replace.
 
 #include <algorithm>
 #include <cstdint>
@@ -96,6 +97,17 @@ public:
     cpu::Bf16Level bf16_level() const { return compute_.level(); }
     /// Bytes of the packed copies (0 with plain fp32 arithmetic).
     std::size_t packed_bytes() const { return compute_.bytes(); }
+    /// Frees the stored copies of the matrices the packs hold, so that a model computing on
+    /// packs (bf16 or fp32_packed, where they run) holds each matrix once (187M, bf16 weights
+    /// and arithmetic: 738 -> 424 MB resident; docs/BF16.md). The embedding stays (the lookup
+    /// reads it), and the learned router's [E, d] (an fp32 product on the stored weights).
+    /// Afterwards set_compute accepts only choices that run on the same packs, and the
+    /// weights can no longer be saved, converted, uploaded to a GPU or changed
+    /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
+    /// Returns the bytes freed (0 when already released).
+    std::size_t release_stored_matrices() { return compute_.release(weights_); }
+    /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
+    bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
 
     // ---- observers
 

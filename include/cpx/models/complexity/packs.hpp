@@ -1,12 +1,14 @@
 #pragma once
 // The packed copies of a COMPLEXITY-DEEP model's matrices for Compute::bf16
 // or Compute::fp32_packed (cpu/runtime/compute.hpp, docs/BF16.md): every matrix the
-// model multiplies, packed once into panels (cpu/kernels/packed_panels.hpp) and
+// model multiplies (but the learned router's [E, d], an fp32 product on the stored
+// weights), packed once into panels (cpu/kernels/packed_panels.hpp) and
 // attached to the layers' weight views, so every product, decode steps included,
 // runs on the packed kernels. Norms, the residual stream, softmax, RoPE and mu's
 // clamps stay fp32. The packs cost 2 bytes per matrix element on top of
 // the stored weights (bf16 arithmetic, or fp32_packed on bf16 weights) or 4 (fp32_packed on
-// fp32 weights).
+// fp32 weights), unless the model releases the stored layer matrices they replace
+// (ComplexityWeights::release_packed_matrices: keep the two lists alike).
 
 #include <cstddef>
 #include <vector>

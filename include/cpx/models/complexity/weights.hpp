@@ -116,12 +116,50 @@ struct ComplexityWeights {
 
     /// The checkpoint tensors this model holds, in the framework's names and
     /// shapes (the routing tables, integer buffers, are separate: routing()).
+    /// An InputError once the layer matrices are released.
     std::vector<TensorSlot<W>> slots() { return build_slots(*this); }
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
+    /// Frees the layer matrices that the packed arithmetic holds in its packs
+    /// (models/complexity/packs.hpp): attention's, the routed and shared experts', the dense
+    /// MLP's and mu guidance's. The embedding (read by the lookup) and the learned router's
+    /// [E, d] (multiplied in fp32 from here) stay; the routers move to fresh storage so as not
+    /// to keep the freed matrices' slabs alive (cpu/runtime/weight_arena.hpp). The models'
+    /// release_stored_matrices() calls it once the packs exist; afterwards slots(), and so
+    /// saving, converting and uploading to a GPU, are InputErrors. Returns the bytes freed.
+    std::size_t release_packed_matrices() {
+        std::size_t freed = 0;
+        cpu::KeptWeights<W> kept;
+        for (Layer& l : layers) {
+            if constexpr (prism) {
+                freed += cpu::free_weight(l.attention.u);
+            } else {
+                freed += cpu::free_weight(l.attention.qkv);
+                freed += cpu::free_weight(l.attention.o_proj);
+            }
+            freed += cpu::free_weight(l.mlp.gate_up);
+            freed += cpu::free_weight(l.mlp.down);
+            if constexpr (C::routed) {
+                freed += cpu::free_weight(l.mlp.shared_gate_up);
+                freed += cpu::free_weight(l.mlp.shared_down);
+            }
+            if constexpr (C::mlp == MlpKind::learned_router) kept.keep(l.mlp.router);
+            if constexpr (C::use_mu) freed += cpu::free_weight(l.mu_guidance.mu_proj);
+        }
+        kept.restore();
+        released_ = true;
+        return freed;
+    }
+    /// Whether release_packed_matrices() ran.
+    bool packed_matrices_released() const { return released_; }
+
 private:
+    bool released_ = false;
+
     template <class Self>
     static auto build_slots(Self& self) {
+        require<InputError>(!self.released_, "the layer matrices of these weights were released to the model's packs "
+                            "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
         SlotList<Wq> out;
         out.matrix(embedding_name, {C::vocab, d}, self.embed_tokens.data(), C::vocab, d, d,

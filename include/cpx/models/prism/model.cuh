@@ -29,6 +29,7 @@
 
 #include "cpx/config/prism_attention_shape.hpp"
 #include "cpx/config/prism_config.hpp"
+#include "cpx/core/error.hpp"
 #include "cpx/core/strided_matrix.hpp"
 #include "cpx/cuda/kernels/activations.cuh"
 #include "cpx/cuda/kernels/attention.cuh"
@@ -74,6 +75,8 @@ public:
           rotated_(static_cast<std::size_t>(max_rows) * width),
           y_(static_cast<std::size_t>(max_rows) * width),
           hidden_(static_cast<std::size_t>(max_rows) * mlp_width) {
+        require<InputError>(!weights.packed_matrices_released(), "cuda::PrismModel: these weights' layer matrices "
+                            "were released to a CPU model's packs (release_stored_matrices)");
         poison(x_, last_, normed_, u_, rotated_, y_, hidden_);
         wte_ = upload_weights<T>(weights.wte);
         wpe_ = upload_weights<T>(weights.wpe);

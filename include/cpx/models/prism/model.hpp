@@ -18,7 +18,7 @@
 // Arithmetic: fp32 by default; Compute::bf16 and Compute::fp32_packed run
 // every product on packed copies of the matrices
 // (models/prism/packs.hpp, docs/BF16.md), rebuilt after mutable access to the
-// weights.
+// weights; release_stored_matrices() frees the stored copies the packs replace.
 
 #include <algorithm>
 #include <cstdint>
@@ -65,9 +65,10 @@ public:
 
     const Weights& weights() const { return weights_; }
     /// Mutable access, e.g. to set each layer's lambda along a training-time schedule
-    /// (with packed arithmetic, the packed copies are rebuilt before the next call).
+    /// (with packed arithmetic, the packed copies are rebuilt before the next call; an
+    /// InputError once the stored matrices are released).
     Weights& weights() {
-        compute_.invalidate();
+        compute_.invalidate(weights_);
         return weights_;
     }
 
@@ -78,6 +79,15 @@ public:
     cpu::Compute compute_runs() const { return compute_.runs(); }
     cpu::Bf16Level bf16_level() const { return compute_.level(); }
     std::size_t packed_bytes() const { return compute_.bytes(); }
+    /// Frees the stored copies of the matrices the packs hold, so that a model computing on
+    /// packs (bf16 or fp32_packed, where they run) holds each matrix once; wte and wpe stay
+    /// (the lookups read them). Afterwards set_compute accepts only choices that run on the same packs, and the
+    /// weights can no longer be saved, converted, uploaded to a GPU or changed
+    /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
+    /// Returns the bytes freed (0 when already released).
+    std::size_t release_stored_matrices() { return compute_.release(weights_); }
+    /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
+    bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
 
     // ---- observers
 

@@ -2,7 +2,8 @@
 // The packed copies of the GPT-2-style PRISM model's matrices for Compute::bf16
 // or Compute::fp32_packed (cpu/runtime/compute.hpp, docs/BF16.md): U (read two ways:
 // x U^T and y U), the MLP's c_fc and c_proj, and the tied head wte, attached
-// to the layers' weight views.
+// to the layers' weight views. PrismWeights::release_packed_matrices frees the stored
+// layer matrices these replace: keep the two lists alike.
 
 #include <cstddef>
 #include <vector>

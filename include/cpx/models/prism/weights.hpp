@@ -16,6 +16,7 @@
 
 #include "cpx/config/prism_config.hpp"
 #include "cpx/core/dtype.hpp"
+#include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/runtime/aligned_buffer.hpp"
 #include "cpx/cpu/runtime/weight_arena.hpp"
@@ -100,16 +101,40 @@ struct PrismWeights {
 
     /// The checkpoint tensors, in the state dict's order. Biases are listed
     /// only when the configuration has them; the tied lm_head.weight and the
-    /// attn.bias mask buffers are not listed.
+    /// attn.bias mask buffers are not listed. An InputError once the layer matrices are
+    /// released.
     std::vector<TensorSlot<W>> slots() { return build_slots(*this); }
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
+
+    /// Frees the layer matrices that the packed arithmetic holds in its packs
+    /// (models/prism/packs.hpp): U, c_fc and c_proj. wte (read by the lookup) and wpe stay,
+    /// wpe moved to fresh storage so as not to keep the freed matrices' slabs alive
+    /// (cpu/runtime/weight_arena.hpp). PrismModel::release_stored_matrices() calls it once
+    /// the packs exist; afterwards slots(), and so saving, converting and uploading to a GPU,
+    /// are InputErrors. Returns the bytes freed.
+    std::size_t release_packed_matrices() {
+        std::size_t freed = 0;
+        cpu::KeptWeights<W> kept;
+        kept.keep(wpe);
+        for (Layer& l : layers)
+            freed += cpu::free_weight(l.u) + cpu::free_weight(l.c_fc_weight) + cpu::free_weight(l.c_proj_weight);
+        kept.restore();
+        released_ = true;
+        return freed;
+    }
+    /// Whether release_packed_matrices() ran.
+    bool packed_matrices_released() const { return released_; }
 
     Vector<const float> ln_f_w() const { return Vector<const float>(ln_f_weight.data(), d); }
     Vector<const float> ln_f_b() const { return detail::bias_view(ln_f_bias); }
 
 private:
+    bool released_ = false;
+
     template <class Self>
     static auto build_slots(Self& self) {
+        require<InputError>(!self.released_, "the layer matrices of these weights were released to the model's packs "
+                            "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
         using Fq = typename TensorSlot<Wq>::Float;
         std::vector<TensorSlot<Wq>> out;
