@@ -150,11 +150,13 @@ inline const char* vector_kernel_name() {
 }
 
 /// Applies --compute and says which arithmetic runs. Under packed arithmetic the stored
-/// matrices are released: the program never changes its arithmetic, so the packs suffice.
+/// matrices are released as they are packed: the program never changes its arithmetic.
 template <class Model>
 void apply_compute(Model& model, const Options& o) {
     using cpx::cpu::Compute;
-    model.set_compute(cpx::cpu::parse_compute(o.compute));
+    const Compute compute = cpx::cpu::parse_compute(o.compute);
+    model.set_compute(compute, cpx::cpu::runnable_compute(compute) == Compute::fp32 ? cpx::StoredMatrices::keep
+                                                                                   : cpx::StoredMatrices::release);
     if (model.compute() == Compute::fp32) return;
     const auto& cpu = cpx::cpu::cpu_features();
     const std::string chosen(cpx::cpu::compute_name(model.compute()));
@@ -172,9 +174,8 @@ void apply_compute(Model& model, const Options& o) {
     else
         std::printf("arithmetic: fp32 products on packed weights, prefill and decode (%s kernel; %.1f MB)\n",
                     vector_kernel_name(), model.packed_bytes() / 1e6);
-    if (model.compute_runs() != Compute::fp32)
-        std::printf("stored matrices released: %.1f MB (the packs hold them)\n",
-                    static_cast<double>(model.release_stored_matrices()) / 1e6);
+    if (model.stored_matrices_released())
+        std::printf("stored matrices: released as they were packed (the packs hold them)\n");
 }
 
 /// --profile: the same generation again (a warmed-up model: one prefill, then the decode

@@ -248,6 +248,18 @@ TEST_CASE_TEMPLATE("released stored matrices: the packs alone give the same logi
         CHECK(model.forward(tokens) == forward);
         CHECK(prefill_then_decode(model, tokens) == decoded);
         CHECK(model.release_stored_matrices() == 0);  // once is all
+        // Released layer by layer while packing, from the start: the same packs and logits.
+        ComplexityModel<C> direct(test_weights<C>(31));
+        direct.set_compute(compute, StoredMatrices::release);
+        CHECK(direct.stored_matrices_released());
+        CHECK(direct.packed_bytes() == packs);
+        CHECK(direct.forward(tokens) == forward);
+        CHECK(prefill_then_decode(direct, tokens) == decoded);
+        // And once packed already: the packs stay, the stored matrices go.
+        ComplexityModel<C> later(test_weights<C>(31), compute);
+        later.set_compute(compute, StoredMatrices::release);
+        CHECK(later.stored_matrices_released());
+        CHECK(later.forward(tokens) == forward);
         // A copy holds the packs alone as well.
         const ComplexityModel<C> copy = model;
         CHECK(copy.stored_matrices_released());
@@ -269,6 +281,8 @@ TEST_CASE("released stored matrices: what needs them is an InputError, what does
     using C = presets::TinyComplexity;
     ComplexityModel<C> plain(test_weights<C>(35));
     CHECK_THROWS_WITH_AS(plain.release_stored_matrices(),
+                         doctest::Contains("the products run in fp32 on the stored matrices"), InputError);
+    CHECK_THROWS_WITH_AS(plain.set_compute(cpu::Compute::fp32, StoredMatrices::release),
                          doctest::Contains("the products run in fp32 on the stored matrices"), InputError);
     CHECK_FALSE(plain.stored_matrices_released());
     CHECK(plain.weights().slots().size() > 0);

@@ -385,6 +385,10 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
         // U [2HD, d], c_fc [4d, d] and c_proj [d, 4d] of every layer
         CHECK(freed == sizeof(float) * Tiny::layers * (Tiny::u_rows + 2 * Tiny::mlp_width) * Tiny::hidden);
         CHECK(model.forward(tokens) == want);
+        PrismModel<Tiny> direct(test_weights<Tiny>(29));
+        direct.set_compute(compute, StoredMatrices::release);  // layer by layer while packing
+        CHECK(direct.stored_matrices_released());
+        CHECK(direct.forward(tokens) == want);
         KVCache<Tiny> after(40);
         CHECK(generate(model, after, std::span(tokens).first(20), 10) == generated);
         CHECK_THROWS_WITH_AS(model.weights(), doctest::Contains("can no longer change"), InputError);

@@ -9,8 +9,9 @@
 //     the CPU has AVX2 and FMA or AVX-512, else fp32;
 //   - packs are built when chosen (load time, not the first call) and rebuilt
 //     after the model handed out mutable access to its weights;
-//   - release() frees the stored matrices the packs replace (Weights::release_packed_matrices),
-//     so the model holds them once; from then on the arithmetic can no longer change kind
+//   - release(), or set() with StoredMatrices::release (layer by layer as they are packed),
+//     frees the stored matrices the packs replace (Weights::release_packed_matrices), so the
+//     model holds them once; from then on the arithmetic can no longer change kind
 //     (nothing is left to pack anew) and the weights can no longer change.
 
 #include <cstddef>
@@ -18,14 +19,17 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/compute_support.hpp"
+#include "cpx/models/stored_matrices.hpp"
 
 namespace cpx {
 
 template <class Packs>
 class ComputeChoice {
 public:
+    /// Chooses the arithmetic and builds its packs; with StoredMatrices::release the stored
+    /// matrices the packs replace are freed, layer by layer as they are packed.
     template <class Weights>
-    void set(cpu::Compute compute, const Weights& weights) {
+    void set(cpu::Compute compute, Weights& weights, StoredMatrices stored = StoredMatrices::keep) {
         if (weights.packed_matrices_released()) {
             // The packs in hand are all there is: keep them for any choice that runs on them.
             require<InputError>(cpu::runnable_compute(compute) == runs(), "set_compute(",
@@ -35,9 +39,17 @@ public:
             compute_ = compute;
             return;
         }
+        if (stored == StoredMatrices::release) {
+            require_packs("set_compute(..., StoredMatrices::release)", compute);
+            if (packs_ && cpu::runnable_compute(compute) == runs()) {  // packed already: free what they replace
+                compute_ = compute;
+                (void)weights.release_packed_matrices();
+                return;
+            }
+        }
         compute_ = compute;
         packs_.reset();
-        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs());
+        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs(), stored);
     }
     /// The weights may change: the packs are rebuilt before the next use. Refused once the
     /// stored matrices are released (the packs could not be rebuilt).
@@ -52,9 +64,7 @@ public:
     template <class Weights>
     std::size_t release(Weights& weights) {
         if (weights.packed_matrices_released()) return 0;
-        require<InputError>(runs() != cpu::Compute::fp32, "release_stored_matrices: the products run in fp32 on the "
-                            "stored matrices (", cpu::compute_name(compute_), " chosen, ", cpu::compute_name(runs()),
-                            " runs); choose bf16 or fp32_packed where this CPU runs them first");
+        require_packs("release_stored_matrices", compute_);
         (void)packs(weights);
         return weights.release_packed_matrices();
     }
@@ -76,6 +86,14 @@ public:
     std::size_t bytes() const { return packs_ ? packs_->bytes() : 0; }
 
 private:
+    /// Releasing the stored matrices needs packs to hold them.
+    static void require_packs(const char* what, cpu::Compute compute) {
+        require<InputError>(cpu::runnable_compute(compute) != cpu::Compute::fp32, what, ": the products run in fp32 "
+                            "on the stored matrices (", cpu::compute_name(compute), " chosen, ",
+                            cpu::compute_name(cpu::runnable_compute(compute)), " runs); choose bf16 or fp32_packed "
+                            "where this CPU runs them");
+    }
+
     cpu::Compute compute_ = cpu::Compute::fp32;
     std::optional<Packs> packs_;
 };

@@ -46,6 +46,7 @@
 #include "cpx/models/complexity/observers.hpp"
 #include "cpx/models/step_times.hpp"
 #include "cpx/models/compute_choice.hpp"
+#include "cpx/models/stored_matrices.hpp"
 #include "cpx/models/complexity/weights.hpp"
 #include "cpx/models/kv_cache.hpp"
 #include "cpx/models/orthogonal_fill.hpp"
@@ -88,7 +89,11 @@ public:
     /// fp32 (stored weights), fp32_packed (fp32 on packed panels: 4 bytes per matrix
     /// element more) or bf16 (bf16 products with fp32 sums: 2 bytes more), packed once
     /// here. A choice whose kernels this CPU lacks runs fp32 (compute_runs() says).
-    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    /// StoredMatrices::release: as release_stored_matrices() after it, but each layer's stored
+    /// matrices go as soon as it is packed, so the memory never holds both whole.
+    void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
+        compute_.set(compute, weights_, stored);
+    }
     /// The arithmetic chosen.
     cpu::Compute compute() const { return compute_.compute(); }
     /// The arithmetic that runs on this machine.

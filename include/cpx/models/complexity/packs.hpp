@@ -17,6 +17,7 @@
 #include "cpx/models/complexity/cpu_views.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/models/complexity/weights.hpp"
+#include "cpx/models/stored_matrices.hpp"
 
 namespace cpx {
 
@@ -24,6 +25,20 @@ template <ComplexityConfigType C, class W>
 class ComplexityPacks {
 public:
     ComplexityPacks(const ComplexityWeights<C, W>& w, cpu::Compute compute)
+        : ComplexityPacks(EachLayer{}, w, compute, [](int) {}) {}
+    /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
+    /// (ComplexityWeights::free_packed_layer): the memory peaks at the stored weights and a
+    /// few layers' packs, not at both whole.
+    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored)
+        : ComplexityPacks(EachLayer{}, w, compute, after_layer_packed(w, stored)) {
+        if (stored == StoredMatrices::release) w.finish_release();
+    }
+
+private:
+    struct EachLayer {};
+    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread).
+    template <class AfterLayer>
+    ComplexityPacks(EachLayer, const ComplexityWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
         : compute_(compute), layers_(static_cast<std::size_t>(C::layers)) {
 #pragma omp parallel for schedule(dynamic, 1)
         for (int l = 0; l < C::layers; ++l) {
@@ -49,9 +64,12 @@ public:
             if constexpr (C::use_mu)
                 if (l + 1 < C::layers)
                     p.mu_proj = pack(w.mu_guidance(l).mu_proj, cpu::WeightOrientation::out_in);
+            after_layer(l);
         }
         head_ = pack(cpu::rows_of<const W>(w.embed_tokens.data(), C::vocab, C::hidden), cpu::WeightOrientation::out_in);
     }
+
+public:
 
     /// Attaches layer l's packs to its attention view.
     template <class View>

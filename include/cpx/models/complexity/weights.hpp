@@ -124,31 +124,39 @@ struct ComplexityWeights {
     /// (models/complexity/packs.hpp): attention's, the routed and shared experts', the dense
     /// MLP's and mu guidance's. The embedding (read by the lookup) and the learned router's
     /// [E, d] (multiplied in fp32 from here) stay; the routers move to fresh storage so as not
-    /// to keep the freed matrices' slabs alive (cpu/runtime/weight_arena.hpp). The models'
-    /// release_stored_matrices() calls it once the packs exist; afterwards slots(), and so
-    /// saving, converting and uploading to a GPU, are InputErrors. Returns the bytes freed.
+    /// to keep the freed matrices' slabs alive (cpu/runtime/weight_arena.hpp). The models
+    /// call it once the packs exist (release_stored_matrices), or layer by layer as they pack
+    /// (free_packed_layer, then finish_release); afterwards slots(), and so saving, converting
+    /// and uploading to a GPU, are InputErrors. Returns the bytes freed.
     std::size_t release_packed_matrices() {
         std::size_t freed = 0;
-        cpu::KeptWeights<W> kept;
-        for (Layer& l : layers) {
-            if constexpr (prism) {
-                freed += cpu::free_weight(l.attention.u);
-            } else {
-                freed += cpu::free_weight(l.attention.qkv);
-                freed += cpu::free_weight(l.attention.o_proj);
-            }
-            freed += cpu::free_weight(l.mlp.gate_up);
-            freed += cpu::free_weight(l.mlp.down);
-            if constexpr (C::routed) {
-                freed += cpu::free_weight(l.mlp.shared_gate_up);
-                freed += cpu::free_weight(l.mlp.shared_down);
-            }
-            if constexpr (C::mlp == MlpKind::learned_router) kept.keep(l.mlp.router);
-            if constexpr (C::use_mu) freed += cpu::free_weight(l.mu_guidance.mu_proj);
+        for (int l = 0; l < C::layers; ++l) freed += free_packed_layer(l);
+        finish_release();
+        return freed;
+    }
+    /// Layer l's part of release_packed_matrices(): frees its packed matrices (the bytes).
+    /// Layers may be freed from several threads at once, each layer by one.
+    std::size_t free_packed_layer(int l) {
+        Layer& layer = layers[static_cast<std::size_t>(l)];
+        std::size_t freed = 0;
+        if constexpr (prism) {
+            freed += cpu::free_weight(layer.attention.u);
+        } else {
+            freed += cpu::free_weight(layer.attention.qkv) + cpu::free_weight(layer.attention.o_proj);
         }
+        freed += cpu::free_weight(layer.mlp.gate_up) + cpu::free_weight(layer.mlp.down);
+        if constexpr (C::routed)
+            freed += cpu::free_weight(layer.mlp.shared_gate_up) + cpu::free_weight(layer.mlp.shared_down);
+        if constexpr (C::use_mu) freed += cpu::free_weight(layer.mu_guidance.mu_proj);
+        return freed;
+    }
+    /// After free_packed_layer of every layer: the kept pieces move to fresh storage.
+    void finish_release() {
+        cpu::KeptWeights<W> kept;
+        if constexpr (C::mlp == MlpKind::learned_router)
+            for (Layer& l : layers) kept.keep(l.mlp.router);
         kept.restore();
         released_ = true;
-        return freed;
     }
     /// Whether release_packed_matrices() ran.
     bool packed_matrices_released() const { return released_; }

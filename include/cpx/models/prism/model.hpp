@@ -34,6 +34,7 @@
 #include "cpx/cpu/kernels/linear.hpp"
 #include "cpx/cpu/layers/prism_attention.hpp"
 #include "cpx/models/compute_choice.hpp"
+#include "cpx/models/stored_matrices.hpp"
 #include "cpx/models/prism/packs.hpp"
 #include "cpx/cpu/layers/sequence_rows.hpp"
 #include "cpx/cpu/runtime/workspace.hpp"
@@ -74,7 +75,9 @@ public:
 
     // ---- arithmetic: as ComplexityModel's
 
-    void set_compute(cpu::Compute compute) { compute_.set(compute, weights_); }
+    void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
+        compute_.set(compute, weights_, stored);
+    }
     cpu::Compute compute() const { return compute_.compute(); }
     cpu::Compute compute_runs() const { return compute_.runs(); }
     cpu::Bf16Level bf16_level() const { return compute_.level(); }

@@ -15,13 +15,27 @@
 #include "cpx/cpu/layers/prism_attention.hpp"
 #include "cpx/models/prism/cpu_views.hpp"
 #include "cpx/models/prism/weights.hpp"
+#include "cpx/models/stored_matrices.hpp"
 
 namespace cpx {
 
 template <PrismConfigType C, class W>
 class PrismPacks {
 public:
-    PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : layers_(static_cast<std::size_t>(C::layers)) {
+    PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : PrismPacks(EachLayer{}, w, compute, [](int) {}) {}
+    /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
+    /// (PrismWeights::free_packed_layer), as ComplexityPacks does.
+    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored)
+        : PrismPacks(EachLayer{}, w, compute, after_layer_packed(w, stored)) {
+        if (stored == StoredMatrices::release) w.finish_release();
+    }
+
+private:
+    struct EachLayer {};
+    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread).
+    template <class AfterLayer>
+    PrismPacks(EachLayer, const PrismWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
+        : layers_(static_cast<std::size_t>(C::layers)) {
         using cpu::PackedWeight;
         using cpu::WeightOrientation;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -34,10 +48,13 @@ public:
             const auto mlp = cpu_mlp_view(src);
             p.c_fc = PackedWeight::pack(cpu::rows_of(mlp.c_fc_weight), WeightOrientation::out_in, compute);
             p.c_proj = PackedWeight::pack(cpu::rows_of(mlp.c_proj_weight), WeightOrientation::out_in, compute);
+            after_layer(l);
         }
         head_ = PackedWeight::pack(cpu::rows_of<const W>(w.wte.data(), C::vocab, C::hidden), WeightOrientation::out_in,
                                    compute);
     }
+
+public:
 
     void attach(int l, cpu::PrismAttentionWeights<W>& v) const { v.u_packed = &layer(l).u, v.u_t_packed = &layer(l).u_t; }
     void attach(int l, cpu::GeluMlpWeights<W>& v) const {

@@ -109,18 +109,27 @@ struct PrismWeights {
     /// Frees the layer matrices that the packed arithmetic holds in its packs
     /// (models/prism/packs.hpp): U, c_fc and c_proj. wte (read by the lookup) and wpe stay,
     /// wpe moved to fresh storage so as not to keep the freed matrices' slabs alive
-    /// (cpu/runtime/weight_arena.hpp). PrismModel::release_stored_matrices() calls it once
-    /// the packs exist; afterwards slots(), and so saving, converting and uploading to a GPU,
+    /// (cpu/runtime/weight_arena.hpp). PrismModel calls it once the packs exist
+    /// (release_stored_matrices), or layer by layer as it packs (free_packed_layer, then
+    /// finish_release); afterwards slots(), and so saving, converting and uploading to a GPU,
     /// are InputErrors. Returns the bytes freed.
     std::size_t release_packed_matrices() {
         std::size_t freed = 0;
+        for (int l = 0; l < C::layers; ++l) freed += free_packed_layer(l);
+        finish_release();
+        return freed;
+    }
+    /// Layer l's part of release_packed_matrices() (the bytes freed); one thread per layer.
+    std::size_t free_packed_layer(int l) {
+        Layer& layer = layers[static_cast<std::size_t>(l)];
+        return cpu::free_weight(layer.u) + cpu::free_weight(layer.c_fc_weight) + cpu::free_weight(layer.c_proj_weight);
+    }
+    /// After free_packed_layer of every layer: wpe moves to fresh storage.
+    void finish_release() {
         cpu::KeptWeights<W> kept;
         kept.keep(wpe);
-        for (Layer& l : layers)
-            freed += cpu::free_weight(l.u) + cpu::free_weight(l.c_fc_weight) + cpu::free_weight(l.c_proj_weight);
         kept.restore();
         released_ = true;
-        return freed;
     }
     /// Whether release_packed_matrices() ran.
     bool packed_matrices_released() const { return released_; }
