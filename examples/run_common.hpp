@@ -26,8 +26,10 @@
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -142,6 +144,21 @@ int evaluate_file(Model& model, const cpx::text::Tokenizer& tok, const std::stri
     std::printf("eval: %s: %zu tokens, %lld scored in windows of %zu; cross-entropy %.5f nats/token, perplexity %.3f "
                 "(%.1f s)\n", file.c_str(), ids.size(), static_cast<long long>(scored), window, ce, std::exp(ce), seconds);
     return 0;
+}
+
+/// This process's resident memory and its peak, MB (Linux: /proc/self/status; elsewhere none).
+inline std::optional<std::pair<double, double>> process_memory_mb() {
+    std::ifstream status("/proc/self/status");
+    double rss = -1, peak = -1;
+    for (std::string line; std::getline(status, line);) {
+        const auto kb = [&](const char* key) {
+            return std::strtod(line.c_str() + std::strlen(key), nullptr) * 1024 / 1e6;
+        };
+        if (line.rfind("VmRSS:", 0) == 0) rss = kb("VmRSS:");
+        if (line.rfind("VmHWM:", 0) == 0) peak = kb("VmHWM:");
+    }
+    if (rss < 0 || peak < 0) return std::nullopt;
+    return std::pair{rss, peak};
 }
 
 /// The packed fp32 product's micro-kernel on this machine.
@@ -286,6 +303,9 @@ int run_model(Model& model, const Options& options) {
     std::printf("decode:  %lld tokens in %.3f ms (%.1f tokens/s): one token per step through the KV cache\n",
                 static_cast<long long>(std::max<std::int64_t>(0, stats.generated_tokens - 1)),
                 stats.decode_seconds * 1e3, stats.decode_tokens_per_second());
+    if (const auto memory = process_memory_mb())
+        std::printf("memory: %.1f MB resident, %.1f MB at the peak (this process, host side)\n", memory->first,
+                    memory->second);
     if constexpr (profiled) {
         if (o.profile) report_profile(model, o, capacity);
     }
