@@ -10,7 +10,7 @@
 //   - packs are built when chosen (load time, not the first call) and rebuilt
 //     after the model handed out mutable access to its weights;
 //   - release(), or set() with StoredMatrices::release (layer by layer as they are packed),
-//     frees the stored matrices the packs replace (Weights::release_packed_matrices), so the
+//     frees the stored matrices the packs replace (release_packed_layers), so the
 //     model holds them once; from then on the arithmetic can no longer change kind
 //     (nothing is left to pack anew) and the weights can no longer change.
 
@@ -43,7 +43,7 @@ public:
             require_packs("set_compute(..., StoredMatrices::release)", compute);
             if (packs_ && cpu::runnable_compute(compute) == runs()) {  // packed already: free what they replace
                 compute_ = compute;
-                (void)weights.release_packed_matrices();
+                (void)release_packed_layers(weights);
                 return;
             }
         }
@@ -66,7 +66,7 @@ public:
         if (weights.packed_matrices_released()) return 0;
         require_packs("release_stored_matrices", compute_);
         (void)packs(weights);
-        return weights.release_packed_matrices();
+        return release_packed_layers(weights);
     }
     /// The packs of `weights` for the arithmetic that runs, or null for plain fp32.
     template <class Weights>

@@ -8,7 +8,7 @@
 // clamps stay fp32. The packs cost 2 bytes per matrix element on top of
 // the stored weights (bf16 arithmetic, or fp32_packed on bf16 weights) or 4 (fp32_packed on
 // fp32 weights), unless the model releases the stored layer matrices they replace
-// (ComplexityWeights::release_packed_matrices: keep the two lists alike).
+// (ComplexityWeights::free_packed_layer: keep the two lists alike).
 
 #include <cstddef>
 #include <vector>
@@ -70,7 +70,6 @@ private:
     }
 
 public:
-
     /// Attaches layer l's packs to its attention view.
     template <class View>
     void attach_attention(int l, View& v) const {

@@ -120,22 +120,13 @@ struct ComplexityWeights {
     std::vector<TensorSlot<W>> slots() { return build_slots(*this); }
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
-    /// Frees the layer matrices that the packed arithmetic holds in its packs
-    /// (models/complexity/packs.hpp): attention's, the routed and shared experts', the dense
-    /// MLP's and mu guidance's. The embedding (read by the lookup) and the learned router's
-    /// [E, d] (multiplied in fp32 from here) stay; the routers move to fresh storage so as not
-    /// to keep the freed matrices' slabs alive (cpu/runtime/weight_arena.hpp). The models
-    /// call it once the packs exist (release_stored_matrices), or layer by layer as they pack
-    /// (free_packed_layer, then finish_release); afterwards slots(), and so saving, converting
-    /// and uploading to a GPU, are InputErrors. Returns the bytes freed.
-    std::size_t release_packed_matrices() {
-        std::size_t freed = 0;
-        for (int l = 0; l < C::layers; ++l) freed += free_packed_layer(l);
-        finish_release();
-        return freed;
-    }
-    /// Layer l's part of release_packed_matrices(): frees its packed matrices (the bytes).
-    /// Layers may be freed from several threads at once, each layer by one.
+    /// Frees layer l's matrices that the packed arithmetic holds in its packs
+    /// (models/complexity/packs.hpp: keep the two lists alike): attention's, the routed and
+    /// shared experts', the dense MLP's and mu guidance's; returns the bytes freed. Layers may
+    /// be freed from several threads at once, each layer by one. The models free every layer
+    /// once the packs exist (release_stored_matrices) or each as it is packed, then call
+    /// finish_release (both through release_packed_layers, models/stored_matrices.hpp);
+    /// afterwards slots(), and so saving, converting and uploading to a GPU, are InputErrors.
     std::size_t free_packed_layer(int l) {
         Layer& layer = layers[static_cast<std::size_t>(l)];
         std::size_t freed = 0;
@@ -150,7 +141,10 @@ struct ComplexityWeights {
         if constexpr (C::use_mu) freed += cpu::free_weight(layer.mu_guidance.mu_proj);
         return freed;
     }
-    /// After free_packed_layer of every layer: the kept pieces move to fresh storage.
+    /// After free_packed_layer of every layer: the pieces that stay (the embedding, read by the
+    /// lookup, stays put; the learned router's [E, d], multiplied in fp32 on the stored weights,
+    /// moves to fresh storage so as not to keep the freed matrices' slabs alive,
+    /// cpu/runtime/weight_arena.hpp) and the weights marked released.
     void finish_release() {
         cpu::KeptWeights<W> kept;
         if constexpr (C::mlp == MlpKind::learned_router)
@@ -158,7 +152,7 @@ struct ComplexityWeights {
         kept.restore();
         released_ = true;
     }
-    /// Whether release_packed_matrices() ran.
+    /// Whether finish_release() ran.
     bool packed_matrices_released() const { return released_; }
 
 private:

@@ -2,7 +2,7 @@
 // The packed copies of the GPT-2-style PRISM model's matrices for Compute::bf16
 // or Compute::fp32_packed (cpu/runtime/compute.hpp, docs/BF16.md): U (read two ways:
 // x U^T and y U), the MLP's c_fc and c_proj, and the tied head wte, attached
-// to the layers' weight views. PrismWeights::release_packed_matrices frees the stored
+// to the layers' weight views. PrismWeights::free_packed_layer frees the stored
 // layer matrices these replace: keep the two lists alike.
 
 #include <cstddef>
@@ -55,7 +55,6 @@ private:
     }
 
 public:
-
     void attach(int l, cpu::PrismAttentionWeights<W>& v) const { v.u_packed = &layer(l).u, v.u_t_packed = &layer(l).u_t; }
     void attach(int l, cpu::GeluMlpWeights<W>& v) const {
         v.c_fc_packed = &layer(l).c_fc, v.c_proj_packed = &layer(l).c_proj;

@@ -106,32 +106,26 @@ struct PrismWeights {
     std::vector<TensorSlot<W>> slots() { return build_slots(*this); }
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
-    /// Frees the layer matrices that the packed arithmetic holds in its packs
-    /// (models/prism/packs.hpp): U, c_fc and c_proj. wte (read by the lookup) and wpe stay,
-    /// wpe moved to fresh storage so as not to keep the freed matrices' slabs alive
-    /// (cpu/runtime/weight_arena.hpp). PrismModel calls it once the packs exist
-    /// (release_stored_matrices), or layer by layer as it packs (free_packed_layer, then
-    /// finish_release); afterwards slots(), and so saving, converting and uploading to a GPU,
-    /// are InputErrors. Returns the bytes freed.
-    std::size_t release_packed_matrices() {
-        std::size_t freed = 0;
-        for (int l = 0; l < C::layers; ++l) freed += free_packed_layer(l);
-        finish_release();
-        return freed;
-    }
-    /// Layer l's part of release_packed_matrices() (the bytes freed); one thread per layer.
+    /// Frees layer l's matrices that the packed arithmetic holds in its packs
+    /// (models/prism/packs.hpp: keep the two lists alike): U, c_fc and c_proj; returns the
+    /// bytes freed. One thread per layer. PrismModel frees every layer once the packs exist
+    /// (release_stored_matrices) or each as it is packed, then calls finish_release (both
+    /// through release_packed_layers, models/stored_matrices.hpp); afterwards slots(), and so
+    /// saving, converting and uploading to a GPU, are InputErrors.
     std::size_t free_packed_layer(int l) {
         Layer& layer = layers[static_cast<std::size_t>(l)];
         return cpu::free_weight(layer.u) + cpu::free_weight(layer.c_fc_weight) + cpu::free_weight(layer.c_proj_weight);
     }
-    /// After free_packed_layer of every layer: wpe moves to fresh storage.
+    /// After free_packed_layer of every layer: wte stays put (the lookup and the head read it),
+    /// wpe moves to fresh storage so as not to keep the freed matrices' slabs alive
+    /// (cpu/runtime/weight_arena.hpp), and the weights are marked released.
     void finish_release() {
         cpu::KeptWeights<W> kept;
         kept.keep(wpe);
         kept.restore();
         released_ = true;
     }
-    /// Whether release_packed_matrices() ran.
+    /// Whether finish_release() ran.
     bool packed_matrices_released() const { return released_; }
 
     Vector<const float> ln_f_w() const { return Vector<const float>(ln_f_weight.data(), d); }
