@@ -382,8 +382,12 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
         KVCache<Tiny> before(40);
         const auto generated = generate(model, before, std::span(tokens).first(20), 10);
         const std::size_t freed = model.release_stored_matrices();
-        // U [2HD, d], c_fc [4d, d] and c_proj [d, 4d] of every layer
-        CHECK(freed == sizeof(float) * Tiny::layers * (Tiny::u_rows + 2 * Tiny::mlp_width) * Tiny::hidden);
+        // U [2HD, d], c_fc [4d, d] and c_proj [d, 4d] of every layer; U stays where batch-1 decode
+        // rows read it as stored (AVX-512, head by head)
+        const bool keeps_u = cpu::PrismAttention<PrismAttentionOf<Tiny>>::decode_reads_stored_u(compute);
+        const std::size_t u_rows = keeps_u ? 0 : Tiny::u_rows;
+        CHECK(freed == sizeof(float) * Tiny::layers * (u_rows + 2 * Tiny::mlp_width) * Tiny::hidden);
+        CHECK(std::as_const(model).weights().layers[0].u.empty() == !keeps_u);
         CHECK(model.forward(tokens) == want);
         PrismModel<Tiny> direct(test_weights<Tiny>(29));
         direct.set_compute(compute, StoredMatrices::release);  // layer by layer while packing
@@ -399,4 +403,32 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
     }
     PrismModel<Tiny> plain(test_weights<Tiny>(29));
     CHECK_THROWS_AS(plain.release_stored_matrices(), InputError);
+}
+
+// U released while the vector level was held below AVX-512 (so nothing read it as stored), then
+// AVX-512 allowed again: batch-1 decode rows, which read U as stored there, take the packs instead.
+TEST_CASE("a U released below AVX-512 leaves batch-1 decode on the packs once AVX-512 is back") {
+    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512 ||
+        cpu::runnable_compute(cpu::Compute::fp32_packed) != cpu::Compute::fp32_packed) {
+        MESSAGE("skipped: needs AVX-512 (", cpu::cpu_features().summary(), ")");
+        return;
+    }
+    PrismModel<Tiny> model(test_weights<Tiny>(29), cpu::Compute::fp32_packed);
+    const auto prompt = random_tokens(20, Tiny::vocab, 31);
+    const std::int64_t next = 7;
+    const auto decode_logits = [&] {
+        KVCache<Tiny> cache(32);
+        std::vector<float> none, logits(Tiny::vocab);
+        model.extend(cache, prompt, LogitsAt::none, cpu::rows_of(none.data(), 0, Tiny::vocab));
+        KVCache<Tiny>* caches[] = {&cache};
+        model.decode(caches, TokenSpan(&next, 1), cpu::rows_of(logits.data(), 1, Tiny::vocab));
+        return logits;
+    };
+    const auto before = decode_logits();  // head by head on the stored U
+    const cpu::VectorIsa level = cpu::limit_vector_isa(cpu::VectorIsa::avx2);
+    (void)model.release_stored_matrices();
+    cpu::limit_vector_isa(level);
+    CHECK(std::as_const(model).weights().layers[0].u.empty());
+    const auto after = decode_logits();  // the packs' path: the same sums in another order
+    CHECK(testing::relative_error(after, before) < 1e-5);
 }

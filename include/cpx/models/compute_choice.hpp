@@ -27,9 +27,10 @@ template <class Packs>
 class ComputeChoice {
 public:
     /// Chooses the arithmetic and builds its packs; with StoredMatrices::release the stored
-    /// matrices the packs replace are freed, layer by layer as they are packed.
-    template <class Weights>
-    void set(cpu::Compute compute, Weights& weights, StoredMatrices stored = StoredMatrices::keep) {
+    /// matrices the packs replace are freed, layer by layer as they are packed, but for
+    /// `keeps(runs)`'s (ReleaseKeeps, models/stored_matrices.hpp).
+    template <class Weights, class Keeps>
+    void set(cpu::Compute compute, Weights& weights, StoredMatrices stored, Keeps keeps) {
         if (weights.packed_matrices_released()) {
             // The packs in hand are all there is: keep them for any choice that runs on them.
             require<InputError>(cpu::runnable_compute(compute) == runs(), "set_compute(",
@@ -43,13 +44,13 @@ public:
             require_packs("set_compute(..., StoredMatrices::release)", compute);
             if (packs_ && cpu::runnable_compute(compute) == runs()) {  // packed already: free what they replace
                 compute_ = compute;
-                (void)release_packed_layers(weights);
+                (void)release_packed_layers(weights, keeps(runs()));
                 return;
             }
         }
         compute_ = compute;
         packs_.reset();
-        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs(), stored);
+        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs(), stored, keeps(runs()));
     }
     /// The weights may change: the packs are rebuilt before the next use. Refused once the
     /// stored matrices are released (the packs could not be rebuilt).
@@ -59,14 +60,15 @@ public:
                             "(release_stored_matrices): its weights can no longer change");
         packs_.reset();
     }
-    /// Builds the packs if need be, then frees the stored matrices they replace; returns the
-    /// bytes freed. An InputError where the products run in fp32 on the stored matrices.
-    template <class Weights>
-    std::size_t release(Weights& weights) {
+    /// Builds the packs if need be, then frees the stored matrices they replace but for
+    /// `keeps(runs)`'s; returns the bytes freed. An InputError where the products run in fp32 on
+    /// the stored matrices.
+    template <class Weights, class Keeps>
+    std::size_t release(Weights& weights, Keeps keeps) {
         if (weights.packed_matrices_released()) return 0;
         require_packs("release_stored_matrices", compute_);
         (void)packs(weights);
-        return release_packed_layers(weights);
+        return release_packed_layers(weights, keeps(runs()));
     }
     /// The packs of `weights` for the arithmetic that runs, or null for plain fp32.
     template <class Weights>

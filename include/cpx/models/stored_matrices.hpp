@@ -11,12 +11,20 @@ namespace cpx {
 /// can be saved, converted, uploaded, edited); release: the packs replace them.
 enum class StoredMatrices : std::uint8_t { keep, release };
 
+/// Packed matrices that a release keeps stored all the same, because a kernel of the chosen
+/// arithmetic reads them as stored on this machine: PRISM attention's U, which a batch-1 decode
+/// row multiplies head by head on AVX-512, reading U once where its two packs would each be read
+/// (cpu::PrismAttention::decode_reads_stored_u). The model decides (it knows its layers).
+struct ReleaseKeeps {
+    bool prism_u = false;
+};
+
 /// Frees every layer's stored matrices that the packs replace (Weights::free_packed_layer),
 /// then moves the kept pieces to fresh storage (Weights::finish_release); the bytes freed.
 template <class Weights>
-std::size_t release_packed_layers(Weights& w) {
+std::size_t release_packed_layers(Weights& w, ReleaseKeeps keeps) {
     std::size_t freed = 0;
-    for (int l = 0; l < Weights::Config::layers; ++l) freed += w.free_packed_layer(l);
+    for (int l = 0; l < Weights::Config::layers; ++l) freed += w.free_packed_layer(l, keeps);
     w.finish_release();
     return freed;
 }
@@ -24,9 +32,9 @@ std::size_t release_packed_layers(Weights& w) {
 /// What a model's packs call once layer l is packed: with release, free that layer's stored
 /// matrices (Weights::free_packed_layer; the packs call Weights::finish_release at the end).
 template <class Weights>
-auto after_layer_packed(Weights& w, StoredMatrices stored) {
-    return [&w, stored](int l) {
-        if (stored == StoredMatrices::release) (void)w.free_packed_layer(l);
+auto after_layer_packed(Weights& w, StoredMatrices stored, ReleaseKeeps keeps) {
+    return [&w, stored, keeps](int l) {
+        if (stored == StoredMatrices::release) (void)w.free_packed_layer(l, keeps);
     };
 }
 

@@ -66,6 +66,16 @@ public:
     static constexpr bool decodes_by_head = false;
 #endif
 
+    /// Whether batch-1 decode rows under `compute` (the arithmetic that runs) read the stored U
+    /// on this machine (decode_row): a model releasing its stored matrices keeps U then.
+    static bool decode_reads_stored_u([[maybe_unused]] Compute compute) {
+#ifdef CPX_HAVE_GEMV_AVX512
+        if constexpr (decodes_by_head && (std::is_same_v<W, float> || std::is_same_v<W, bf16>))
+            return vector_isa() == VectorIsa::avx512 && (compute != Compute::bf16 || std::is_same_v<W, bf16>);
+#endif
+        return false;
+    }
+
     explicit PrismAttention(index_t max_positions)
         : signal_(S::signal_rope, D, max_positions), noise_(S::noise_rope, D, max_positions) {}
 
@@ -206,7 +216,9 @@ private:
             // so the stored U gives the same products read once, where the two packs would each be
             // read from memory; fp32 U in bf16 packs would need rounding on the way.
             const bool bf16_inputs = compute_of(w.u_packed) == Compute::bf16;
-            if (input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none ||
+            // A released U (kept where this path reads it, models/stored_matrices.hpp, but the
+            // vector level may have been forced since) leaves the packs' path.
+            if (!w.u.data() || input.rows != 1 || sequences.size() != 1 || queries == QueryRows::none ||
                 bf16_inputs != (compute_of(w.u_t_packed) == Compute::bf16) ||
                 (bf16_inputs && !std::is_same_v<W, bf16>) || !sequences[0].cache_k.data ||
                 vector_isa() != VectorIsa::avx512)

@@ -92,7 +92,7 @@ public:
     /// StoredMatrices::release: as release_stored_matrices() after it, but each layer's stored
     /// matrices go as soon as it is packed, so the memory never holds both whole.
     void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored);
+        compute_.set(compute, weights_, stored, release_keeps);
     }
     /// The arithmetic chosen.
     cpu::Compute compute() const { return compute_.compute(); }
@@ -105,12 +105,14 @@ public:
     /// Frees the stored copies of the matrices the packs hold, so that a model computing on
     /// packs (bf16 or fp32_packed, where they run) holds each matrix once (187M, bf16 weights
     /// and arithmetic: 738 -> 424 MB resident; docs/BF16.md). The embedding stays (the lookup
-    /// reads it), and the learned router's [E, d] (an fp32 product on the stored weights).
+    /// reads it), and the learned router's [E, d] (an fp32 product on the stored weights), and
+    /// PRISM attention's U where batch-1 decode rows read it (cpu::PrismAttention::
+    /// decode_reads_stored_u).
     /// Afterwards set_compute accepts only choices that run on the same packs, and the
     /// weights can no longer be saved, converted, uploaded to a GPU or changed
     /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
     /// Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_); }
+    std::size_t release_stored_matrices() { return compute_.release(weights_, release_keeps); }
     /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
     bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
 
@@ -287,6 +289,11 @@ private:
     }
 
     using Attention = typename detail::attention_layer_of<C, W, KV>::type;
+    /// What a release keeps stored under the arithmetic that runs (models/stored_matrices.hpp).
+    static ReleaseKeeps release_keeps(cpu::Compute runs) {
+        if constexpr (C::attention == AttentionKind::prism) return {.prism_u = Attention::decode_reads_stored_u(runs)};
+        else return {};
+    }
     static Attention make_attention() {
         if constexpr (C::attention == AttentionKind::prism) return Attention(C::max_positions);
         else return Attention();

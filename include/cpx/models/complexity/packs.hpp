@@ -27,10 +27,10 @@ public:
     ComplexityPacks(const ComplexityWeights<C, W>& w, cpu::Compute compute)
         : ComplexityPacks(EachLayer{}, w, compute, [](int) {}) {}
     /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
-    /// (ComplexityWeights::free_packed_layer): the memory peaks at the stored weights and a
-    /// few layers' packs, not at both whole.
-    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored)
-        : ComplexityPacks(EachLayer{}, w, compute, after_layer_packed(w, stored)) {
+    /// (ComplexityWeights::free_packed_layer; but for `keeps`'): the memory peaks at the stored
+    /// weights and a few layers' packs, not at both whole.
+    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps)
+        : ComplexityPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
         if (stored == StoredMatrices::release) w.finish_release();
     }
 

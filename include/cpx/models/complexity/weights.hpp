@@ -38,6 +38,7 @@
 #include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/models/complexity/layer_params.hpp"
 #include "cpx/models/initialize_slots.hpp"
+#include "cpx/models/stored_matrices.hpp"
 #include "cpx/models/tensor_slot.hpp"
 #include "cpx/router/modulo_routing.hpp"
 #include "cpx/router/token_routing.hpp"
@@ -121,17 +122,18 @@ struct ComplexityWeights {
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
     /// Frees layer l's matrices that the packed arithmetic holds in its packs
-    /// (models/complexity/packs.hpp: keep the two lists alike): attention's, the routed and
+    /// (models/complexity/packs.hpp: keep the two lists alike): attention's (PRISM attention's U
+    /// unless keeps.prism_u), the routed and
     /// shared experts', the dense MLP's and mu guidance's; returns the bytes freed. Layers may
     /// be freed from several threads at once, each layer by one. The models free every layer
     /// once the packs exist (release_stored_matrices) or each as it is packed, then call
     /// finish_release (both through release_packed_layers, models/stored_matrices.hpp);
     /// afterwards slots(), and so saving, converting and uploading to a GPU, are InputErrors.
-    std::size_t free_packed_layer(int l) {
+    std::size_t free_packed_layer(int l, ReleaseKeeps keeps) {
         Layer& layer = layers[static_cast<std::size_t>(l)];
         std::size_t freed = 0;
         if constexpr (prism) {
-            freed += cpu::free_weight(layer.attention.u);
+            if (!keeps.prism_u) freed += cpu::free_weight(layer.attention.u);
         } else {
             freed += cpu::free_weight(layer.attention.qkv) + cpu::free_weight(layer.attention.o_proj);
         }

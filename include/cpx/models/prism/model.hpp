@@ -76,7 +76,7 @@ public:
     // ---- arithmetic: as ComplexityModel's
 
     void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored);
+        compute_.set(compute, weights_, stored, release_keeps);
     }
     cpu::Compute compute() const { return compute_.compute(); }
     cpu::Compute compute_runs() const { return compute_.runs(); }
@@ -87,8 +87,9 @@ public:
     /// (the lookups read them). Afterwards set_compute accepts only choices that run on the same packs, and the
     /// weights can no longer be saved, converted, uploaded to a GPU or changed
     /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
-    /// Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_); }
+    /// Where batch-1 decode rows read the stored U (AVX-512: cpu::PrismAttention::
+    /// decode_reads_stored_u), U stays too. Returns the bytes freed (0 when already released).
+    std::size_t release_stored_matrices() { return compute_.release(weights_, release_keeps); }
     /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
     bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
 
@@ -209,6 +210,10 @@ private:
     Weights weights_;
     ComputeChoice<PrismPacks<C, W>> compute_;
     cpu::PrismAttention<Attention, W, KV> attention_;
+    /// What a release keeps stored under the arithmetic that runs (models/stored_matrices.hpp).
+    static ReleaseKeeps release_keeps(cpu::Compute runs) {
+        return {.prism_u = cpu::PrismAttention<Attention, W, KV>::decode_reads_stored_u(runs)};
+    }
     cpu::LinearScratch scratch_;
     cpu::AlignedVector<float> x_, normed_, hidden_;
     std::vector<cpu::SequenceRows<KV>> rows_;

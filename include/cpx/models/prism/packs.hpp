@@ -24,9 +24,9 @@ class PrismPacks {
 public:
     PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : PrismPacks(EachLayer{}, w, compute, [](int) {}) {}
     /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
-    /// (PrismWeights::free_packed_layer), as ComplexityPacks does.
-    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored)
-        : PrismPacks(EachLayer{}, w, compute, after_layer_packed(w, stored)) {
+    /// (PrismWeights::free_packed_layer; but for `keeps`'), as ComplexityPacks does.
+    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps)
+        : PrismPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
         if (stored == StoredMatrices::release) w.finish_release();
     }
 

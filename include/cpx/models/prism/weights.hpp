@@ -22,6 +22,7 @@
 #include "cpx/cpu/runtime/weight_arena.hpp"
 #include "cpx/math/prism_lambda.hpp"
 #include "cpx/models/initialize_slots.hpp"
+#include "cpx/models/stored_matrices.hpp"
 #include "cpx/models/tensor_slot.hpp"
 
 namespace cpx {
@@ -107,14 +108,15 @@ struct PrismWeights {
     std::vector<TensorSlot<const W>> slots() const { return build_slots(*this); }
 
     /// Frees layer l's matrices that the packed arithmetic holds in its packs
-    /// (models/prism/packs.hpp: keep the two lists alike): U, c_fc and c_proj; returns the
-    /// bytes freed. One thread per layer. PrismModel frees every layer once the packs exist
+    /// (models/prism/packs.hpp: keep the two lists alike): U (unless keeps.prism_u), c_fc and
+    /// c_proj; returns the bytes freed. One thread per layer. PrismModel frees every layer once the packs exist
     /// (release_stored_matrices) or each as it is packed, then calls finish_release (both
     /// through release_packed_layers, models/stored_matrices.hpp); afterwards slots(), and so
     /// saving, converting and uploading to a GPU, are InputErrors.
-    std::size_t free_packed_layer(int l) {
+    std::size_t free_packed_layer(int l, ReleaseKeeps keeps) {
         Layer& layer = layers[static_cast<std::size_t>(l)];
-        return cpu::free_weight(layer.u) + cpu::free_weight(layer.c_fc_weight) + cpu::free_weight(layer.c_proj_weight);
+        const std::size_t u = keeps.prism_u ? 0 : cpu::free_weight(layer.u);
+        return u + cpu::free_weight(layer.c_fc_weight) + cpu::free_weight(layer.c_proj_weight);
     }
     /// After free_packed_layer of every layer: wte stays put (the lookup and the head read it),
     /// wpe moves to fresh storage so as not to keep the freed matrices' slabs alive
