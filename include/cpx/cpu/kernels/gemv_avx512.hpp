@@ -261,8 +261,13 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// fp32: four accumulators over 64 inputs (four lines) per step, lines 4 KiB
 /// ahead in the stream prefetched into L2 (Zen 4; the file's header has the
 /// figures; into L1, four rows ahead, had left one core behind Eigen's GEMV on
-/// Zen 5). bf16: two lines (64 inputs, four accumulators) per step, each line fetching the one
-/// row_nt_ahead bytes further (Zen 5, above; not rechecked on Zen 4). Before, one line per step:
+/// Zen 5). bf16: four lines (128 inputs, four accumulators) per step, each line fetching the one
+/// row_nt_ahead bytes further (the distance measured on Zen 5, above). With two lines per step
+/// one Zen 4 core streamed 26.7-28.6 GB/s of 512- to 2,048-input rows against a 31-33 GB/s
+/// read, with four 28.5-30.4 (29.6-31.2 with no software prefetch, not adopted: unmeasured on
+/// Zen 5, where the prefetch paid); PRISM-mini's decode step on bf16 weights with fp32
+/// arithmetic (512 cached tokens, alternated binaries, 2026-11-30) 6.35-6.38 -> 5.34-5.52 ms on
+/// one thread, 3.11-3.80 -> 2.79-3.01 on two. Before that, one line per step:
 /// on Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
 /// prefetch, where it reads 30-34, against 22-25 with the former two lines per
 /// step and the row four ahead prefetched into L1 (26-28 with that loop and no
@@ -291,15 +296,19 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
             }
             for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
         } else {
-            for (const index_t pairs = in / (2 * line) * (2 * line); i < pairs; i += 2 * line) {
+            for (const index_t quads = in / (4 * line) * (4 * line); i < quads; i += 4 * line) {
                 const char* ahead = reinterpret_cast<const char*>(r + i) + row_nt_ahead;
-                _mm_prefetch(ahead, _MM_HINT_T0);
-                _mm_prefetch(ahead + 64, _MM_HINT_T0);
-                const __m512i w0 = _mm512_loadu_si512(&r[i].bits), w1 = _mm512_loadu_si512(&r[i + line].bits);
-                a[0] = _mm512_fmadd_ps(bf16_low_halves(w0), _mm512_loadu_ps(xs + i), a[0]);
-                a[1] = _mm512_fmadd_ps(bf16_high_halves(w0), _mm512_loadu_ps(xs + i + 16), a[1]);
-                a[2] = _mm512_fmadd_ps(bf16_low_halves(w1), _mm512_loadu_ps(xs + i + 32), a[2]);
-                a[3] = _mm512_fmadd_ps(bf16_high_halves(w1), _mm512_loadu_ps(xs + i + 48), a[3]);
+                __m512i words[4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    _mm_prefetch(ahead + 64 * k, _MM_HINT_T0);
+                    words[k] = _mm512_loadu_si512(&r[i + k * line].bits);
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    a[k] = _mm512_fmadd_ps(bf16_low_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k), a[k]);
+                    a[k] = _mm512_fmadd_ps(bf16_high_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k + 16), a[k]);
+                }
             }
             for (; i < body; i += line) {
                 _mm_prefetch(reinterpret_cast<const char*>(r + i) + row_nt_ahead, _MM_HINT_T0);
