@@ -262,12 +262,14 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// ahead in the stream prefetched into L2 (Zen 4; the file's header has the
 /// figures; into L1, four rows ahead, had left one core behind Eigen's GEMV on
 /// Zen 5). bf16: four lines (128 inputs, four accumulators) per step, each line fetching the one
-/// row_nt_ahead bytes further (the distance measured on Zen 5, above). With two lines per step
-/// one Zen 4 core streamed 26.7-28.6 GB/s of 512- to 2,048-input rows against a 31-33 GB/s
-/// read, with four 28.5-30.4 (29.6-31.2 with no software prefetch, not adopted: unmeasured on
-/// Zen 5, where the prefetch paid); PRISM-mini's decode step on bf16 weights with fp32
-/// arithmetic (512 cached tokens, alternated binaries, 2026-11-30) 6.35-6.38 -> 5.34-5.52 ms on
-/// one thread, 3.11-3.80 -> 2.79-3.01 on two. Before that, one line per step:
+/// row_nt_ahead bytes further (the distance measured on Zen 5, above). Short streams gain:
+/// with two lines per step one Zen 4 core read 8 MiB products of 512- to 2,048-input rows at
+/// 26.7-28.6 GB/s against a 31-33 GB/s read, with four at 28.5-30.4 (29.6-31.2 with no software
+/// prefetch, not adopted: unmeasured on Zen 5, where the prefetch paid); 48 MiB products were
+/// level (27-30 GB/s either way), and so was 187M's decode step. PRISM-mini's (heads of 128 rows
+/// of U, products of 128 KiB) on bf16 weights with fp32 arithmetic, 512 cached tokens,
+/// alternated binaries (2026-11-30): 6.35-6.38 -> 5.34-5.52 ms on one thread, 3.11-3.80 ->
+/// 2.79-3.01 on two. Before that, one line per step:
 /// on Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
 /// prefetch, where it reads 30-34, against 22-25 with the former two lines per
 /// step and the row four ahead prefetched into L1 (26-28 with that loop and no
