@@ -269,7 +269,8 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// level (27-30 GB/s either way), and so was 187M's decode step. PRISM-mini's (heads of 128 rows
 /// of U, products of 128 KiB) on bf16 weights with fp32 arithmetic, 512 cached tokens,
 /// alternated binaries (2026-11-30): 6.35-6.38 -> 5.34-5.52 ms on one thread, 3.11-3.80 ->
-/// 2.79-3.01 on two. Before that, one line per step:
+/// 2.79-3.01 on two; an hour later, the machine slower, 6.53-6.94 -> 6.21-6.24 on one thread;
+/// under bf16 arithmetic level. Before that, one line per step:
 /// on Zen 4 one core streamed bf16 weights at 29-31 GB/s that way with no software
 /// prefetch, where it reads 30-34, against 22-25 with the former two lines per
 /// step and the row four ahead prefetched into L1 (26-28 with that loop and no
