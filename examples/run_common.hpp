@@ -192,7 +192,9 @@ void apply_compute(Model& model, const Options& o) {
         std::printf("arithmetic: fp32 products on packed weights, prefill and decode (%s kernel; %.1f MB)\n",
                     vector_kernel_name(), model.packed_bytes() / 1e6);
     if (model.stored_matrices_released())
-        std::printf("stored matrices: released as they were packed (the packs hold them)\n");
+        std::printf("stored matrices: released as they were packed (the packs hold them%s)\n",
+                    model.release_keeps().prism_u ? "; PRISM attention's U stays, read as stored by batch-1 decode"
+                                                  : "");
 }
 
 /// --profile: the same generation again (a warmed-up model: one prefill, then the decode

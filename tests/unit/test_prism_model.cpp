@@ -388,6 +388,7 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
         const std::size_t u_rows = keeps_u ? 0 : Tiny::u_rows;
         CHECK(freed == sizeof(float) * Tiny::layers * (u_rows + 2 * Tiny::mlp_width) * Tiny::hidden);
         CHECK(std::as_const(model).weights().layers[0].u.empty() == !keeps_u);
+        CHECK(model.release_keeps().prism_u == keeps_u);
         CHECK(model.forward(tokens) == want);
         PrismModel<Tiny> direct(test_weights<Tiny>(29));
         direct.set_compute(compute, StoredMatrices::release);  // layer by layer while packing

@@ -92,7 +92,7 @@ public:
     /// StoredMatrices::release: as release_stored_matrices() after it, but each layer's stored
     /// matrices go as soon as it is packed, so the memory never holds both whole.
     void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored, release_keeps);
+        compute_.set(compute, weights_, stored, keeps_under);
     }
     /// The arithmetic chosen.
     cpu::Compute compute() const { return compute_.compute(); }
@@ -112,9 +112,12 @@ public:
     /// weights can no longer be saved, converted, uploaded to a GPU or changed
     /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
     /// Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_, release_keeps); }
+    std::size_t release_stored_matrices() { return compute_.release(weights_, keeps_under); }
     /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
     bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
+    /// What a release keeps stored beside the packs under the arithmetic that runs on this
+    /// machine (models/stored_matrices.hpp).
+    ReleaseKeeps release_keeps() const { return keeps_under(compute_.runs()); }
 
     // ---- observers
 
@@ -290,7 +293,7 @@ private:
 
     using Attention = typename detail::attention_layer_of<C, W, KV>::type;
     /// What a release keeps stored under the arithmetic that runs (models/stored_matrices.hpp).
-    static ReleaseKeeps release_keeps(cpu::Compute runs) {
+    static ReleaseKeeps keeps_under(cpu::Compute runs) {
         if constexpr (C::attention == AttentionKind::prism) return {.prism_u = Attention::decode_reads_stored_u(runs)};
         else return {};
     }

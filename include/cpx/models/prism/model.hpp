@@ -76,7 +76,7 @@ public:
     // ---- arithmetic: as ComplexityModel's
 
     void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored, release_keeps);
+        compute_.set(compute, weights_, stored, keeps_under);
     }
     cpu::Compute compute() const { return compute_.compute(); }
     cpu::Compute compute_runs() const { return compute_.runs(); }
@@ -89,9 +89,12 @@ public:
     /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
     /// Where batch-1 decode rows read the stored U (AVX-512: cpu::PrismAttention::
     /// decode_reads_stored_u), U stays too. Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_, release_keeps); }
+    std::size_t release_stored_matrices() { return compute_.release(weights_, keeps_under); }
     /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
     bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
+    /// What a release keeps stored beside the packs under the arithmetic that runs on this
+    /// machine (models/stored_matrices.hpp).
+    ReleaseKeeps release_keeps() const { return keeps_under(compute_.runs()); }
 
     // ---- observers
 
@@ -211,7 +214,7 @@ private:
     ComputeChoice<PrismPacks<C, W>> compute_;
     cpu::PrismAttention<Attention, W, KV> attention_;
     /// What a release keeps stored under the arithmetic that runs (models/stored_matrices.hpp).
-    static ReleaseKeeps release_keeps(cpu::Compute runs) {
+    static ReleaseKeeps keeps_under(cpu::Compute runs) {
         return {.prism_u = cpu::PrismAttention<Attention, W, KV>::decode_reads_stored_u(runs)};
     }
     cpu::LinearScratch scratch_;
