@@ -373,6 +373,7 @@ inline int bench_main(int argc, char** argv, void (*register_all)()) {
     benchmark::AddCustomContext("cpx_compiler", __VERSION__);
     benchmark::AddCustomContext("cpx_cpu_model", cpx::cpu::cpu_features().model);
     benchmark::AddCustomContext("cpx_cpu_levels", cpx::cpu::cpu_features().summary());
+    benchmark::AddCustomContext("cpx_cpu_id", cpx::cpu::cpu_features().id());
 #ifdef CPX_BENCH_FLAGS
     benchmark::AddCustomContext("cpx_flags", CPX_BENCH_FLAGS);
 #endif

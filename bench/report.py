@@ -198,7 +198,8 @@ class Report:
         rows = [("CPU", f"{m.get('cpu', '?')} ({m.get('cpus', '?')} vCPUs, {m.get('hypervisor', 'bare metal')} guest)"),
                 ("ISA of note", m.get("flags_avx512", "")), ("L3 (as reported)", m.get("l3", "?")),
                 ("Memory", m.get("memory", "?")), ("Kernel", m.get("kernel", "?")),
-                ("CPU as the binaries saw it", f"{ctx.get('cpx_cpu_model', '?')}: {ctx.get('cpx_cpu_levels', '?')}"),
+                ("CPU as the binaries saw it", ctx.get('cpx_cpu_model', '?')
+                 + (f" ({ctx['cpx_cpu_id']})" if 'cpx_cpu_id' in ctx else "") + f": {ctx.get('cpx_cpu_levels', '?')}"),
                 ("Compiler", ctx.get("cpx_compiler", m.get("compiler", "?"))),
                 ("Flags", f"`{ctx.get('cpx_flags', '?')}`"), ("Eigen", m.get("eigen", "?")),
                 ("Google Benchmark", "1.7 (Debian; its library reports a debug build, which affects only its own "

@@ -58,8 +58,8 @@
 // (T1, T2 hints) and blocks of eight weight rows for a single input row.
 // On AMD Zen 4 prefetching into L2 (T1) pays where the stream is long: the
 // fp32 one-row kernel 4 KiB ahead instead of 1 KiB into L1, the few-row
-// nn.Linear blocks (on bf16 weights now about 12 KiB ahead into L1, measured
-// on Zen 5: rows_nt_block_ahead); the lane kernel and the experts' bands prefetch the next
+// nn.Linear blocks (on bf16 weights about 12 KiB ahead, into L1 on Zen 5 only:
+// rows_nt_fetch_into_l1); the lane kernel and the experts' bands prefetch the next
 // block's (band's) rows at the offset they read, as the few-row blocks do: a
 // fixed 1 KiB along each row left the next block's rows but its first
 // unfetched, and the lane kernel stalled on them (one core, 16 rows: 64-66
@@ -145,9 +145,9 @@ void in_row_groups(index_t rows, Block&& block) {
 /// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
 /// against the inputs split by parity (x's bf16-weight rows as split_row_by_parity
 /// made them), even and odd summed into one accumulator.
-/// pf: rows to prefetch at the offsets read, into L2 for fp32 weights and into L1 for bf16
-/// ones (gemv_rows_nt says how far ahead; null: none).
-template <class W, int G>
+/// pf: rows to prefetch at the offsets read, into L2 for fp32 weights and, for bf16 ones, into
+/// L1 where BlockIntoL1 (gemv_rows_nt says how far ahead and which; null: none).
+template <class W, int G, bool BlockIntoL1 = false>
 CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
                                      const StridedMatrix<float>& y, index_t o, bool accumulate, const W* const* pf) {
     const bool prefetch = pf != nullptr;
@@ -178,7 +178,10 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
             for (int g = 0; g < G; ++g) xe[g] = _mm512_loadu_ps(xr[g] + i), xo[g] = _mm512_loadu_ps(xr[g] + i + 16);
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
-                if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
+                if (prefetch) {
+                    if constexpr (BlockIntoL1) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
+                    else _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
+                }
                 const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
                 const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
 #pragma GCC unroll 16
@@ -207,18 +210,29 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 /// variant reads at the memory's rate (within 5%); 8 and 12 rows, compute-bound, are level.
 inline constexpr index_t rows_nt_block_ahead = 12288;
 
+/// Whether the few-row kernel's fetches on bf16 weights go into L1 (Zen 5, measured above) or into
+/// L2 (every other CPU). On Zen 4 the L1 fetch halved the read: one core, 32000x768 and
+/// 2048x1536 products cycled from memory on huge pages, 1, 2 and 4 input rows, 12 KiB ahead into
+/// L1 10.6-12.7 GB/s, into L2 23.3-25.4 (no software prefetch 9.0-13.0; 6-48 KiB ahead into L2
+/// alike); the one-row kernel's single stream is level either way there.
+inline bool rows_nt_fetch_into_l1() {
+    static const bool l1 = cpu_features().amd && cpu_features().family == 0x1a;
+    return l1;
+}
+
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
 /// bf16 rows, for bf16 each row of x as split_row_by_parity made it (split once per
 /// call: splitting each chunk in the loop repeated it for every block of four
 /// weight rows). Row groups after the first find the block's weight rows in L1.
 /// The first group prefetches the rows of a block further on: for fp32 weights the next one
-/// (into L2), for bf16 the one about rows_nt_block_ahead bytes on (into L1; below).
+/// (into L2), for bf16 the one about rows_nt_block_ahead bytes on (into L1 on Zen 5, else L2).
 template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     const index_t block_bytes = std::max<index_t>(1, 4 * w.cols * static_cast<index_t>(sizeof(W)));  // K = 0 too
     const index_t ahead =
         std::is_same_v<W, float> ? 1 : std::max<index_t>(1, (rows_nt_block_ahead + block_bytes / 2) / block_bytes);
+    const bool into_l1 = !std::is_same_v<W, float> && rows_nt_fetch_into_l1();
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const W* wr[4];  // a short last block repeats its last row; those sums are not stored
@@ -226,8 +240,10 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
         const W* next[4];  // that block's rows (the panel's last row past its end)
         for (int k = 0; k < 4; ++k) next[k] = w.data + std::min<index_t>(o + 4 * ahead + k, o1 - 1) * w.ld;
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
-            detail::gemv_block_nt<W, decltype(g)::value>(x, m0, wr, rows_here, y, o, accumulate,
-                                                         m0 == 0 ? next : nullptr);
+            constexpr int G = decltype(g)::value;
+            const W* const* pf = m0 == 0 ? next : nullptr;
+            if (into_l1) detail::gemv_block_nt<W, G, true>(x, m0, wr, rows_here, y, o, accumulate, pf);
+            else detail::gemv_block_nt<W, G, false>(x, m0, wr, rows_here, y, o, accumulate, pf);
         });
     }
 }

@@ -10,6 +10,7 @@
 // kernel may refuse. A refusal is not an error: the AMX level is then absent.
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -26,6 +27,9 @@ namespace cpx::cpu {
 
 struct CpuFeatures {
     std::string model;        ///< the CPU's brand string
+    bool amd = false;         ///< vendor "AuthenticAMD"
+    unsigned family = 0;      ///< CPUID's display family (base + extended): 0x19 Zen 3/4, 0x1A Zen 5
+    unsigned model_number = 0;  ///< CPUID's display model within the family (e.g. 0x11: Zen 4 EPYC)
     bool avx2 = false;        ///< AVX2 + FMA, OS-enabled
     bool avx512f = false;     ///< AVX-512 F/BW/VL/DQ and FMA, OS-enabled (what our AVX-512 kernels use)
     bool avx512_bf16 = false; ///< vdpbf16ps / vcvtne2ps2bf16 on top of avx512f
@@ -45,6 +49,12 @@ struct CpuFeatures {
         add(avx512_bf16, "avx512_bf16");
         if (amx_bf16) add(true, amx_permitted ? "amx_bf16" : "amx_bf16(not-permitted-by-os)");
         return s.empty() ? std::string("baseline") : s;
+    }
+    /// "AMD family 0x19 model 0x11": which microarchitecture, where the brand string does not say.
+    std::string id() const {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%x", amd ? "AMD" : "x86", family, model_number);
+        return buf;
     }
 };
 
@@ -77,8 +87,13 @@ inline bool request_amx_permission() {
 
 inline CpuFeatures detect() {
     CpuFeatures f;
-    const unsigned max_leaf = cpuid(0).a;
-    const Regs l1 = cpuid(1);
+    const Regs l0 = cpuid(0), l1 = cpuid(1);
+    const unsigned max_leaf = l0.a;
+    f.amd = l0.b == 0x68747541u && l0.d == 0x69746e65u && l0.c == 0x444d4163u;  // "Auth" "enti" "cAMD"
+    const unsigned base_family = (l1.a >> 8) & 0xfu;
+    f.family = base_family == 0xfu ? base_family + ((l1.a >> 20) & 0xffu) : base_family;
+    const unsigned base_model = (l1.a >> 4) & 0xfu;
+    f.model_number = base_family == 0xfu || base_family == 6u ? base_model + (((l1.a >> 16) & 0xfu) << 4) : base_model;
     const bool osxsave = bit(l1.c, 27);
     const std::uint64_t xcr = osxsave ? xcr0() : 0;
     const bool os_avx = (xcr & 0x6) == 0x6;          // XMM + YMM state
