@@ -215,10 +215,7 @@ inline constexpr index_t rows_nt_block_ahead = 12288;
 /// 2048x1536 products cycled from memory on huge pages, 1, 2 and 4 input rows, 12 KiB ahead into
 /// L1 10.6-12.7 GB/s, into L2 23.3-25.4 (no software prefetch 9.0-13.0; 6-48 KiB ahead into L2
 /// alike); the one-row kernel's single stream is level either way there.
-inline bool rows_nt_fetch_into_l1() {
-    static const bool l1 = cpu_features().amd && cpu_features().family == 0x1a;
-    return l1;
-}
+inline bool rows_nt_fetch_into_l1() { return stream_fetch_into_l1(); }
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
 /// bf16 rows, for bf16 each row of x as split_row_by_parity made it (split once per
@@ -559,11 +556,11 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_strip(__m512 (&acc)[NB], float* yr
 /// the hardware prefetchers follow poorly: on AMD Zen 4 the 187M expert's 768 x
 /// 1024 fp32 product ran at 21 GB/s on two threads and 12.5 on one that way.
 /// - One row streams the weight's rows in order, each whole, into its partial
-///   sums (L1/L2), each strip's lines fetched row_nn_ahead bytes further along
-///   the stream into L1 (the rows are consecutive). Without that fetch one core
-///   streamed the 187M expert's products at 29 GB/s on Zen 4 (20-22 with the
-///   lines prefetched into L2); on Zen 5 a profile of the 187M decode step had
-///   four fifths of this loop's samples on its weight loads.
+///   sums (L1/L2), each strip's lines fetched further along the stream (the rows
+///   are consecutive) as the CPU reads fastest (row_nn_ahead): into L1 on Zen 5,
+///   where a profile of the 187M decode step had four fifths of this loop's
+///   samples on its weight loads without it; into L2 for bf16 weights and not at
+///   all for fp32 ones elsewhere (Zen 4 figures there).
 /// - More rows take bands of row_nn_band weight rows: each 64-column strip of
 ///   the band is summed in registers for up to four input rows, then added to
 ///   their partial sums, so the sums' loads and stores are an eighth of the
@@ -576,7 +573,13 @@ inline constexpr index_t row_nn_band = 8;
 /// How far ahead of its strip the one-row stream fetches: 187M batch-1 decode on bf16
 /// weights (fp32 arithmetic, 512 cached tokens, Zen 5, alternated binaries) one thread
 /// 11.1-12.0 -> 7.3-7.6 ms, two 6.9-7.3 -> 5.5-5.9 ms; 2 and 8 KiB, or into L2, level.
+/// That fetch into L1 is for Zen 5 only (stream_fetch_into_l1): on Zen 4 one core read the
+/// 187M expert's 768 x 1024 product from memory at 14-15 GB/s with it on bf16 weights and
+/// 21-23 on fp32 ones, against 24-27 with bf16 lines fetched 8 KiB ahead into L2
+/// (row_nn_ahead_l2; 4 KiB: 20-21, none: 22-26) and 29-30 with no fetch on fp32 weights (into
+/// L2 at 4-16 KiB: 21-25), in rounds of every variant in one process.
 inline constexpr index_t row_nn_ahead = 4096;
+inline constexpr index_t row_nn_ahead_l2 = 8192;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Columns of the strips partial sums are kept in (bf16: each 32 columns' even
 /// ones, then their odd ones, as load_strip widens them).
@@ -594,9 +597,10 @@ namespace detail {
 /// input row, strip by strip in load_strip's layout (strips of 16 nn_strip_vectors columns). Rows
 /// are added one after the other, so calls over consecutive row ranges adding to the same
 /// parts give the bits of one call over their union.
-template <class W>
-CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1,
-                                        float* parts, bool add = false) {
+template <class W, Fetch F>
+CPX_TARGET_AVX512 void gemv_row_nn_part_fetching(const float* x, const StridedMatrix<const W>& w, index_t i0,
+                                                 index_t i1, float* parts, bool add) {
+    constexpr index_t ahead = F == Fetch::l1 ? row_nn_ahead : row_nn_ahead_l2;
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
     const index_t strips = (w.cols + strip - 1) / strip;
@@ -606,8 +610,8 @@ CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<cons
         const W* wr = w.data + i * w.ld;
         const __m512 xv = _mm512_set1_ps(x[i]);
         for (index_t s = 0; s < strips; ++s) {
-            prefetch_lines_l1(reinterpret_cast<const char*>(wr + s * strip) + row_nn_ahead,
-                              strip * static_cast<index_t>(sizeof(W)));
+            fetch_lines<F>(reinterpret_cast<const char*>(wr + s * strip) + ahead,
+                           strip * static_cast<index_t>(sizeof(W)));
             __m512 wv[NB];
             load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
             float* ps = parts + s * strip;
@@ -615,6 +619,15 @@ CPX_TARGET_AVX512 void gemv_row_nn_part(const float* x, const StridedMatrix<cons
             for (int k = 0; k < NB; ++k) _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
         }
     }
+}
+
+/// gemv_row_nn_part_fetching with the fetch this CPU streams fastest with (row_nn_ahead).
+template <class W>
+void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1, float* parts,
+                      bool add = false) {
+    if (stream_fetch_into_l1()) gemv_row_nn_part_fetching<W, Fetch::l1>(x, w, i0, i1, parts, add);
+    else if constexpr (std::is_same_v<W, float>) gemv_row_nn_part_fetching<W, Fetch::none>(x, w, i0, i1, parts, add);
+    else gemv_row_nn_part_fetching<W, Fetch::l2>(x, w, i0, i1, parts, add);
 }
 
 /// parts[g] = sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for G <= 4 rows,

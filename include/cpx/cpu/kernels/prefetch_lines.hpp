@@ -1,5 +1,7 @@
 #pragma once
 // Software prefetches, one instruction per 64-byte line:
+// - fetch_lines: the same into L1 or L2 as a Fetch says, which stream_fetch_into_l1() chooses
+//   by microarchitecture for the decode products (cpu/kernels/gemv_avx512.hpp);
 // - prefetch_lines_l1: a short contiguous stretch into L1 at once, what the decode attention
 //   kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp) issue for the
 //   cached rows they read next, stretches of a few hundred bytes too short for the hardware
@@ -26,6 +28,29 @@ namespace cpx::cpu {
 /// inside a CPX_FORCE_INLINE helper), taking it for a call without effects.
 CPX_FORCE_INLINE void prefetch_lines_l1(const void* row, index_t bytes) {
     for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
+}
+
+/// Where a decode kernel's software fetches of its weight stream go. Measured per
+/// microarchitecture: on Zen 5 into L1 paid (gemv_avx512.hpp gives the figures), on Zen 4 the
+/// same fetches halved some streams' read rate, which fetches into L2 (or none) restored.
+enum class Fetch { none, l2, l1 };
+
+/// Whether this CPU is one whose decode streams were measured fastest with fetches into L1:
+/// AMD family 0x1A (Zen 5). Every other CPU takes the L2 (or no) fetch measured on Zen 4.
+inline bool stream_fetch_into_l1() {
+    static const bool l1 = cpu_features().amd && cpu_features().family == 0x1a;
+    return l1;
+}
+
+/// Prefetches the `bytes` from `p` as F says (nothing for Fetch::none); forced inline as
+/// prefetch_lines_l1 is.
+template <Fetch F>
+CPX_FORCE_INLINE void fetch_lines(const void* p, index_t bytes) {
+    if constexpr (F == Fetch::none) return;
+    for (index_t b = 0; b < bytes; b += 64) {
+        if constexpr (F == Fetch::l1) _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T0);
+        else _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T1);
+    }
 }
 
 /// Requests the line at `p` for writing (PREFETCHW: every AVX-512 CPU has it). Inline assembly,
