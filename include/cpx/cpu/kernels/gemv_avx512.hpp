@@ -278,7 +278,7 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// row_nt_ahead bytes further (the distance measured on Zen 5, above). Short streams gain:
 /// with two lines per step one Zen 4 core read 8 MiB products of 512- to 2,048-input rows at
 /// 26.7-28.6 GB/s against a 31-33 GB/s read, with four at 28.5-30.4 (29.6-31.2 with no software
-/// prefetch, not adopted: unmeasured on Zen 5, where the prefetch paid); 48 MiB products were
+/// prefetch, which every CPU but Zen 5, where the prefetch paid, now takes); 48 MiB products were
 /// level (27-30 GB/s either way), and so was 187M's decode step. PRISM-mini's (heads of 128 rows
 /// of U, products of 128 KiB) on bf16 weights with fp32 arithmetic, 512 cached tokens,
 /// alternated binaries (2026-11-30): 6.35-6.38 -> 5.34-5.52 ms on one thread, 3.11-3.80 ->
@@ -290,9 +290,10 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// prefetch; 4 lines per step, prefetches into L2 2-8 KiB ahead or into L1 2-4
 /// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
 /// alternated in one process.
-template <class W>
-CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1,
-                                   bool accumulate) {
+namespace detail {
+template <class W, Fetch F>
+CPX_TARGET_AVX512 void gemv_row_nt_fetching(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0,
+                                            index_t o1, bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
     constexpr index_t line = 64 / static_cast<index_t>(sizeof(W));  // inputs per 64-byte line
     const index_t in = w.cols, body = in / line * line;
@@ -317,7 +318,7 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
                 __m512i words[4];
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
-                    _mm_prefetch(ahead + 64 * k, _MM_HINT_T0);
+                    fetch_lines<F>(ahead + 64 * k, 64);
                     words[k] = _mm512_loadu_si512(&r[i + k * line].bits);
                 }
 #pragma GCC unroll 4
@@ -327,7 +328,7 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
                 }
             }
             for (; i < body; i += line) {
-                _mm_prefetch(reinterpret_cast<const char*>(r + i) + row_nt_ahead, _MM_HINT_T0);
+                fetch_lines<F>(reinterpret_cast<const char*>(r + i) + row_nt_ahead, 64);
                 const __m512i words = _mm512_loadu_si512(&r[i].bits);
                 a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
                 a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
@@ -337,6 +338,16 @@ CPX_TARGET_AVX512 void gemv_row_nt(const float* xs, const StridedMatrix<const W>
         for (; i < in; ++i) sum += xs[i] * to_float(r[i]);
         y[o] = accumulate ? y[o] + sum : sum;
     }
+}
+}  // namespace detail
+
+/// gemv_row_nt_fetching as this CPU reads fastest: bf16 lines fetched row_nt_ahead bytes ahead
+/// into L1 on Zen 5 and not at all elsewhere (no fetch read 4-10% more on Zen 4: above).
+template <class W>
+void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1, bool accumulate) {
+    if (std::is_same_v<W, float> || !stream_fetch_into_l1())
+        detail::gemv_row_nt_fetching<W, Fetch::none>(xs, w, y, o0, o1, accumulate);
+    else detail::gemv_row_nt_fetching<W, Fetch::l1>(xs, w, y, o0, o1, accumulate);
 }
 
 /// Lanes per input feature of the lane kernels: 8 (one 256-bit vector) for up to
