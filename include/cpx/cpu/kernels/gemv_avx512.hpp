@@ -59,7 +59,7 @@
 // On AMD Zen 4 prefetching into L2 (T1) pays where the stream is long: the
 // fp32 one-row kernel 4 KiB ahead instead of 1 KiB into L1, the few-row
 // nn.Linear blocks (on bf16 weights about 12 KiB ahead, into L1 on Zen 5 only:
-// rows_nt_fetch_into_l1); the lane kernel and the experts' bands prefetch the next
+// stream_fetch_into_l1); the lane kernel and the experts' bands prefetch the next
 // block's (band's) rows at the offset they read, as the few-row blocks do: a
 // fixed 1 KiB along each row left the next block's rows but its first
 // unfetched, and the lane kernel stalled on them (one core, 16 rows: 64-66
@@ -210,12 +210,11 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 /// variant reads at the memory's rate (within 5%); 8 and 12 rows, compute-bound, are level.
 inline constexpr index_t rows_nt_block_ahead = 12288;
 
-/// Whether the few-row kernel's fetches on bf16 weights go into L1 (Zen 5, measured above) or into
-/// L2 (every other CPU). On Zen 4 the L1 fetch halved the read: one core, 32000x768 and
-/// 2048x1536 products cycled from memory on huge pages, 1, 2 and 4 input rows, 12 KiB ahead into
-/// L1 10.6-12.7 GB/s, into L2 23.3-25.4 (no software prefetch 9.0-13.0; 6-48 KiB ahead into L2
-/// alike); the one-row kernel's single stream is level either way there.
-inline bool rows_nt_fetch_into_l1() { return stream_fetch_into_l1(); }
+/// The few-row kernel's fetches on bf16 weights go into L1 on Zen 5 (measured above) and into L2
+/// elsewhere (stream_fetch_into_l1). On Zen 4 the L1 fetch halved the read: one core, 32000x768
+/// and 2048x1536 products cycled from memory on huge pages, 1, 2 and 4 input rows, 12 KiB ahead
+/// into L1 10.6-12.7 GB/s, into L2 23.3-25.4 (no software prefetch 9.0-13.0; 6-48 KiB ahead into
+/// L2 alike).
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for o in [o0, o1); w: [out, in] fp32 or
 /// bf16 rows, for bf16 each row of x as split_row_by_parity made it (split once per
@@ -229,7 +228,7 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
     const index_t block_bytes = std::max<index_t>(1, 4 * w.cols * static_cast<index_t>(sizeof(W)));  // K = 0 too
     const index_t ahead =
         std::is_same_v<W, float> ? 1 : std::max<index_t>(1, (rows_nt_block_ahead + block_bytes / 2) / block_bytes);
-    const bool into_l1 = !std::is_same_v<W, float> && rows_nt_fetch_into_l1();
+    const bool into_l1 = !std::is_same_v<W, float> && stream_fetch_into_l1();
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const W* wr[4];  // a short last block repeats its last row; those sums are not stored

@@ -52,6 +52,7 @@ struct CpuFeatures {
     }
     /// "AMD family 0x19 model 0x11": which microarchitecture, where the brand string does not say.
     std::string id() const {
+        if (family == 0) return "unidentified";  // not x86, or CPUID unread
         char buf[64];
         std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%x", amd ? "AMD" : "x86", family, model_number);
         return buf;
