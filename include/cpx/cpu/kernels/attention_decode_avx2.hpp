@@ -120,7 +120,7 @@ CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t
     const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
     for (index_t j0 = 0; j0 < n; j0 += score_block) {
         for (index_t j = j0 + prefetch_rows; j < std::min(n, j0 + prefetch_rows + score_block); ++j)
-            prefetch_lines_l1(k + j * k_stride, key_bytes);
+            fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
         const index_t count = std::min(score_block, n - j0);
         for (index_t i = 0; i < rows; ++i)
             score_block_row<Chunks>(qp[i], k + j0 * k_stride, k_stride, count, chunks, s + i * s_stride + j0);
@@ -140,7 +140,7 @@ CPX_TARGET_AVX2 void values_pass(const float* p, const KV* v, index_t v_stride, 
     for (int c = 0; c < vectors; ++c) acc[c] = _mm256_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
         if (j + prefetch_rows < n)
-            prefetch_lines_l1(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
+            fetch_lines<Fetch::l1>(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
         const __m256 pj = _mm256_broadcast_ss(p + j);
         const KV* vj = v + j * v_stride;
 #pragma GCC unroll 8

@@ -155,7 +155,7 @@ CPX_TARGET_AVX512 void decode_scores_rows(const float (*even)[max_decode_head_di
     index_t j0 = 0;
     for (; j0 + score_block <= n; j0 += score_block) {
         for (index_t j = j0 + 2 * score_block; j < std::min(n, j0 + 3 * score_block); ++j)
-            prefetch_lines_l1(k + j * k_stride, key_bytes);
+            fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
         for (auto& row : part)
             for (auto& x : row) x = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -227,7 +227,8 @@ CPX_TARGET_AVX512 void decode_values_pass(const float* p, index_t p_stride, cons
         for (auto& x : a) x = _mm512_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
         if (j + decode_value_prefetch_rows < n)
-            prefetch_lines_l1(v + (j + decode_value_prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
+            fetch_lines<Fetch::l1>(v + (j + decode_value_prefetch_rows) * v_stride,
+                                   Width * static_cast<index_t>(sizeof(KV)));
         __m512 x[vectors];
         if constexpr (std::is_same_v<KV, float>) {
             const float* vj = v + j * v_stride;

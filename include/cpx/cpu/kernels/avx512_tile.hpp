@@ -85,7 +85,7 @@ struct Prefetcher : LineStream<false> {
 inline constexpr int stream_distance = 4096;
 
 /// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`
-/// (forced inline for the reason prefetch_lines_l1 is).
+/// (forced inline for the reason fetch_lines is).
 CPX_FORCE_INLINE void fetch_stream(const void* step) {
     const char* p = static_cast<const char*>(step) + stream_distance;
 #pragma GCC unroll 4

@@ -145,9 +145,9 @@ void in_row_groups(index_t rows, Block&& block) {
 /// accumulators. A chunk is 16 fp32 inputs, or 32 bf16 ones (16 words of two)
 /// against the inputs split by parity (x's bf16-weight rows as split_row_by_parity
 /// made them), even and odd summed into one accumulator.
-/// pf: rows to prefetch at the offsets read, into L2 for fp32 weights and, for bf16 ones, into
-/// L1 where BlockIntoL1 (gemv_rows_nt says how far ahead and which; null: none).
-template <class W, int G, bool BlockIntoL1 = false>
+/// pf: rows to prefetch at the offsets read, into L2 for fp32 weights and, for bf16 ones, as
+/// BlockFetch says (gemv_rows_nt says how far ahead and where; null: none).
+template <class W, int G, Fetch BlockFetch = Fetch::l2>
 CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_t m0, const W* const* wr, int rows_here,
                                      const StridedMatrix<float>& y, index_t o, bool accumulate, const W* const* pf) {
     const bool prefetch = pf != nullptr;
@@ -178,10 +178,7 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
             for (int g = 0; g < G; ++g) xe[g] = _mm512_loadu_ps(xr[g] + i), xo[g] = _mm512_loadu_ps(xr[g] + i + 16);
 #pragma GCC unroll 16
             for (int k = 0; k < R; ++k) {
-                if (prefetch) {
-                    if constexpr (BlockIntoL1) _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T0);
-                    else _mm_prefetch(reinterpret_cast<const char*>(pf[k] + i), _MM_HINT_T1);
-                }
+                if (prefetch) fetch_lines<BlockFetch>(pf[k] + i, 64);
                 const __m512i words = _mm512_loadu_si512(&wr[k][i].bits);
                 const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
 #pragma GCC unroll 16
@@ -238,8 +235,8 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
             constexpr int G = decltype(g)::value;
             const W* const* pf = m0 == 0 ? next : nullptr;
-            if (into_l1) detail::gemv_block_nt<W, G, true>(x, m0, wr, rows_here, y, o, accumulate, pf);
-            else detail::gemv_block_nt<W, G, false>(x, m0, wr, rows_here, y, o, accumulate, pf);
+            if (into_l1) detail::gemv_block_nt<W, G, Fetch::l1>(x, m0, wr, rows_here, y, o, accumulate, pf);
+            else detail::gemv_block_nt<W, G, Fetch::l2>(x, m0, wr, rows_here, y, o, accumulate, pf);
         });
     }
 }
@@ -290,6 +287,7 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
 /// alternated in one process.
 namespace detail {
+/// gemv_row_nt with the bf16 stream's fetch as F says (fp32 rows fetch into L2 4 KiB ahead, whatever F).
 template <class W, Fetch F>
 CPX_TARGET_AVX512 void gemv_row_nt_fetching(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0,
                                             index_t o1, bool accumulate) {

@@ -1,11 +1,11 @@
 #pragma once
 // Software prefetches, one instruction per 64-byte line:
-// - fetch_lines: the same into L1 or L2 as a Fetch says, which stream_fetch_into_l1() chooses
-//   by microarchitecture for the decode products (cpu/kernels/gemv_avx512.hpp);
-// - prefetch_lines_l1: a short contiguous stretch into L1 at once, what the decode attention
-//   kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp) issue for the
-//   cached rows they read next, stretches of a few hundred bytes too short for the hardware
-//   prefetchers to pick up before they end;
+// - fetch_lines: a short contiguous stretch at once, into L1 or L2 as a Fetch says: what the
+//   decode attention kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp)
+//   issue into L1 for the cached rows they read next, stretches of a few hundred bytes too short
+//   for the hardware prefetchers to pick up before they end, and the decode products' weight
+//   streams, into L1 or L2 as stream_fetch_into_l1() chooses by microarchitecture
+//   (cpu/kernels/gemv_avx512.hpp);
 // - prefetch_for_write: one line a kernel will store to (the fp32 tiles' C,
 //   cpu/kernels/gemm_f32_avx512.hpp);
 // - LineStream: a range fetched a few lines per iteration of a compute loop, so that the
@@ -23,13 +23,6 @@
 
 namespace cpx::cpu {
 
-/// Prefetches the `bytes` from `row` into L1. Forced inline: GCC 12 deletes a call to a
-/// function whose only effect is a prefetch when it reaches the call before inlining it (as
-/// inside a CPX_FORCE_INLINE helper), taking it for a call without effects.
-CPX_FORCE_INLINE void prefetch_lines_l1(const void* row, index_t bytes) {
-    for (index_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
-}
-
 /// Where a decode kernel's software fetches of its weight stream go. Measured per
 /// microarchitecture: on Zen 5 into L1 paid (gemv_avx512.hpp gives the figures), on Zen 4 the
 /// same fetches halved some streams' read rate, which fetches into L2 (or none) restored.
@@ -42,8 +35,9 @@ inline bool stream_fetch_into_l1() {
     return l1;
 }
 
-/// Prefetches the `bytes` from `p` as F says (nothing for Fetch::none); forced inline as
-/// prefetch_lines_l1 is.
+/// Prefetches the `bytes` from `p` as F says (nothing for Fetch::none). Forced inline: GCC 12
+/// deletes a call to a function whose only effect is a prefetch when it reaches the call before
+/// inlining it (as inside a CPX_FORCE_INLINE helper), taking it for a call without effects.
 template <Fetch F>
 CPX_FORCE_INLINE void fetch_lines(const void* p, index_t bytes) {
     if constexpr (F == Fetch::none) return;
@@ -66,10 +60,8 @@ struct LineStream {
 
     // Prefetch instructions only (SSE): no target attribute, so AVX2 and AVX-512 kernels inline it.
     void step() {
-        for (int i = 0; i < per_step && next < end; ++i, next += 64) {
-            if constexpr (L1) _mm_prefetch(next, _MM_HINT_T0);
-            else _mm_prefetch(next, _MM_HINT_T1);
-        }
+        for (int i = 0; i < per_step && next < end; ++i, next += 64)
+            fetch_lines<L1 ? Fetch::l1 : Fetch::l2>(next, 64);
     }
 };
 
