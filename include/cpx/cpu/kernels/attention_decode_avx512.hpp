@@ -22,15 +22,20 @@
 // 5.8-6.1 ms instead of 7.3-8.2, 1.2x a plain read of the same bytes instead of
 // 1.6x; warm in L2 and L3 on one thread, 25.7 GB/s instead of 15.5.
 //
-// Both passes prefetch the cached rows they read next (the keys sixteen to
-// twenty-four ahead, the value row eight ahead): one head's keys or values are a
-// contiguous stretch of a few hundred KiB at most, too short for the hardware
-// prefetchers to reach full speed before it ends. A cold pass over 187M's
-// decode shape (4 KV heads of 64, 3 query rows each, bf16 cache, 2 threads)
-// took 16% less time at 128 cached positions, 30-35% less at 512 and 2048,
-// also with a layer's worth of weights streamed between passes (Zen 5);
-// prefetching further ahead (64 keys) gained nothing more. Whole 187M decode
-// steps at 2048 cached tokens: level to 3% less (a low read-rate minute).
+// On Zen 5 (stream_fetch_into_l1, cpu/kernels/prefetch_lines.hpp) both passes
+// fetch the cached rows they read next into L1 (the keys sixteen to twenty-four
+// ahead, the value row eight ahead): one head's keys or values are a contiguous
+// stretch of a few hundred KiB at most, too short for the hardware prefetchers
+// to reach full speed before it ends. A cold pass over 187M's decode shape (4 KV
+// heads of 64, 3 query rows each, bf16 cache, 2 threads) took 16% less time at
+// 128 cached positions, 30-35% less at 512 and 2048, also with a layer's worth
+// of weights streamed between passes; prefetching further ahead (64 keys) gained
+// nothing more. Elsewhere they fetch nothing: on Zen 4 PRISM-mini's eight
+// attention layers (one decode row, 511 cached positions, bf16 U and cache, cold)
+// took 2.02 ms on one thread without the fetches against 2.24-2.26 with them, and
+// 2.06-2.08 / 2.20-2.27 with them into L2, at 8-24 keys ahead or 32-40 (alternated
+// in one process); two threads 1.00-1.07 ms against 1.12-1.20. 187M's steps
+// (1-16 sequences) were level or 2-4% faster without them.
 //
 // Head dimensions must be multiples of 32 and at most max_decode_head_dim;
 // causal_attention.hpp falls back to the general path otherwise, and where
@@ -58,7 +63,7 @@ namespace cpx::cpu::avx512 {
 
 inline constexpr int max_decode_head_dim = 256;
 inline constexpr index_t max_decode_rows = 4;
-/// How many cached rows ahead the value pass prefetches (the key pass: keys 16-23 ahead).
+/// How many cached rows ahead the value pass prefetches where it does (the key pass: keys 16-23 ahead).
 inline constexpr index_t decode_value_prefetch_rows = 8;
 
 constexpr bool decode_kernel_fits(index_t rows, int qk_dim, int v_dim) {
@@ -148,14 +153,15 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_block_scores(__m512 (&part)[Rows][
 template <index_t Rows, int Chunks, class KV>
 CPX_TARGET_AVX512 void decode_scores_rows(const float (*even)[max_decode_head_dim],
                                           const float (*odd)[max_decode_head_dim / 2], int dim, const KV* k,
-                                          index_t k_stride, index_t n, float* s, index_t s_stride) {
+                                          index_t k_stride, index_t n, float* s, index_t s_stride, bool fetch) {
     const int chunks = dim / 32;
     const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
     __m512 part[Rows][score_block];
     index_t j0 = 0;
     for (; j0 + score_block <= n; j0 += score_block) {
-        for (index_t j = j0 + 2 * score_block; j < std::min(n, j0 + 3 * score_block); ++j)
-            fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
+        if (fetch)
+            for (index_t j = j0 + 2 * score_block; j < std::min(n, j0 + 3 * score_block); ++j)
+                fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
         for (auto& row : part)
             for (auto& x : row) x = _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -183,12 +189,13 @@ void decode_scores(const float* q, index_t q_stride, index_t rows, int dim, cons
                    float* s, index_t s_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_scores: fp32 or bf16 keys");
     static_assert(max_decode_rows == 4, "decode_scores dispatches 1 to 4 rows");
+    const bool fetch = stream_fetch_into_l1();
     // Head width 64 (COMPLEXITY-DEEP's) with a constant dimension loop, 10% faster on cached
     // keys; every width compiled so made each model's translation unit ~7 s slower to build.
     const auto run = [&]<index_t Rows>(const float (*e)[max_decode_head_dim], const float (*o)[max_decode_head_dim / 2],
                                       float* si) {
-        if (dim == 64) detail::decode_scores_rows<Rows, 2>(e, o, dim, k, k_stride, n, si, s_stride);
-        else detail::decode_scores_rows<Rows, 0>(e, o, dim, k, k_stride, n, si, s_stride);
+        if (dim == 64) detail::decode_scores_rows<Rows, 2>(e, o, dim, k, k_stride, n, si, s_stride, fetch);
+        else detail::decode_scores_rows<Rows, 0>(e, o, dim, k, k_stride, n, si, s_stride, fetch);
     };
     // bf16 keys: the queries split by parity, matching the halves of each key word.
     alignas(64) float even[max_decode_rows][max_decode_head_dim];
@@ -220,13 +227,13 @@ namespace detail {
 /// row (~5% of a 16-sequence fp32 decode step).
 template <index_t Rows, int Width, class KV>
 CPX_TARGET_AVX512 void decode_values_pass(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n,
-                                          float* o, index_t o_stride) {
+                                          float* o, index_t o_stride, bool fetch) {
     constexpr int vectors = Width / 16;
     __m512 acc[Rows][vectors];
     for (auto& a : acc)
         for (auto& x : a) x = _mm512_setzero_ps();
     for (index_t j = 0; j < n; ++j) {
-        if (j + decode_value_prefetch_rows < n)
+        if (fetch && j + decode_value_prefetch_rows < n)
             fetch_lines<Fetch::l1>(v + (j + decode_value_prefetch_rows) * v_stride,
                                    Width * static_cast<index_t>(sizeof(KV)));
         __m512 x[vectors];
@@ -267,7 +274,7 @@ CPX_TARGET_AVX512 void decode_values_pass(const float* p, index_t p_stride, cons
 
 template <index_t Rows, class KV>
 CPX_TARGET_AVX512 void decode_values_rows(const float* p, index_t p_stride, const KV* v, index_t v_stride, index_t n,
-                                          int dim, float* o, index_t o_stride) {
+                                          int dim, float* o, index_t o_stride, bool fetch) {
     // 128 output dimensions per pass for up to two rows (Rows x 8 accumulators in
     // registers), 64 for more rows, then 32. A pass over part of a wider value row
     // reads every other pair of lines and the next pass the rest: with 128-wide
@@ -278,9 +285,10 @@ CPX_TARGET_AVX512 void decode_values_rows(const float* p, index_t p_stride, cons
     int c0 = 0;
     if constexpr (Rows <= 2)
         for (; c0 + 128 <= dim; c0 += 128)
-            decode_values_pass<Rows, 128>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
-    for (; c0 + 64 <= dim; c0 += 64) decode_values_pass<Rows, 64>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
-    if (c0 < dim) decode_values_pass<Rows, 32>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride);
+            decode_values_pass<Rows, 128>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride, fetch);
+    for (; c0 + 64 <= dim; c0 += 64)
+        decode_values_pass<Rows, 64>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride, fetch);
+    if (c0 < dim) decode_values_pass<Rows, 32>(p, p_stride, v + c0, v_stride, n, o + c0, o_stride, fetch);
 }
 }  // namespace detail
 
@@ -294,14 +302,15 @@ void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, 
     static_assert(max_decode_rows == 4, "decode_values dispatches 1 to 4 rows");
     // Callers keep rows <= max_decode_rows (decode_kernel_fits); more rows are
     // still right, four at a time, each group reading the values again.
+    const bool fetch = stream_fetch_into_l1();
     for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
         const float* pi = p + i0 * p_stride;
         float* oi = o + i0 * o_stride;
         switch (std::min(rows - i0, max_decode_rows)) {
-        case 1: detail::decode_values_rows<1>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        case 2: detail::decode_values_rows<2>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        case 3: detail::decode_values_rows<3>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
-        default: detail::decode_values_rows<4>(pi, p_stride, v, v_stride, n, dim, oi, o_stride); break;
+        case 1: detail::decode_values_rows<1>(pi, p_stride, v, v_stride, n, dim, oi, o_stride, fetch); break;
+        case 2: detail::decode_values_rows<2>(pi, p_stride, v, v_stride, n, dim, oi, o_stride, fetch); break;
+        case 3: detail::decode_values_rows<3>(pi, p_stride, v, v_stride, n, dim, oi, o_stride, fetch); break;
+        default: detail::decode_values_rows<4>(pi, p_stride, v, v_stride, n, dim, oi, o_stride, fetch); break;
         }
     }
 }

@@ -1,11 +1,11 @@
 #pragma once
 // Software prefetches, one instruction per 64-byte line:
 // - fetch_lines: a short contiguous stretch at once, into L1 or L2 as a Fetch says: what the
-//   decode attention kernels (cpu/kernels/attention_decode_avx512.hpp, attention_decode_avx2.hpp)
-//   issue into L1 for the cached rows they read next, stretches of a few hundred bytes too short
-//   for the hardware prefetchers to pick up before they end, and the decode products' weight
-//   streams, into L1 or L2 as stream_fetch_into_l1() chooses by microarchitecture
-//   (cpu/kernels/gemv_avx512.hpp);
+//   decode attention kernels (cpu/kernels/attention_decode_avx2.hpp, and
+//   attention_decode_avx512.hpp where stream_fetch_into_l1()) issue into L1 for the cached rows
+//   they read next, stretches of a few hundred bytes too short for the hardware prefetchers to
+//   pick up before they end, and the decode products' weight streams, into L1 or L2 as
+//   stream_fetch_into_l1() chooses by microarchitecture (cpu/kernels/gemv_avx512.hpp);
 // - prefetch_for_write: one line a kernel will store to (the fp32 tiles' C,
 //   cpu/kernels/gemm_f32_avx512.hpp);
 // - LineStream: a range fetched a few lines per iteration of a compute loop, so that the
@@ -29,7 +29,8 @@ namespace cpx::cpu {
 enum class Fetch { none, l2, l1 };
 
 /// Whether this CPU is one whose decode streams were measured fastest with fetches into L1:
-/// AMD family 0x1A (Zen 5). Every other CPU takes the L2 (or no) fetch measured on Zen 4.
+/// AMD family 0x1A (Zen 5). Every other CPU takes the L2 (or no) fetch measured on Zen 4, and
+/// the AVX-512 decode attention passes none.
 inline bool stream_fetch_into_l1() {
     static const bool l1 = cpu_features().amd && cpu_features().family == 0x1a;
     return l1;
