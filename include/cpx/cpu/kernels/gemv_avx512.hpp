@@ -638,18 +638,20 @@ void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i
     else gemv_row_nn_part_fetching<W, Fetch::l2>(x, w, i0, i1, parts, add);
 }
 
-/// parts[g] = sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for G <= 4 rows,
-/// the rows' sums `stride` floats apart, in bands of row_nn_band weight rows.
+/// parts[g] (= or, with `add`, +=) sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for
+/// G <= 4 rows, the rows' sums `stride` floats apart, in bands of row_nn_band weight rows. Each
+/// sum takes the rows in order, as gemv_row_nn_part_fetching adds them.
 template <class W, int G>
 CPX_TARGET_AVX512 void gemv_band_nn_part(const StridedMatrix<const float>& x, index_t m0,
                                          const StridedMatrix<const W>& w, index_t i0, index_t i1, float* parts,
-                                         index_t stride) {
+                                         index_t stride, bool add = false) {
     constexpr int NB = 4, B = static_cast<int>(row_nn_band);
     constexpr index_t strip = row_nn_strip;
     constexpr int lines = static_cast<int>(strip * sizeof(W) / 64);
     const index_t strips = (w.cols + strip - 1) / strip;
     const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
-    for (int g = 0; g < G; ++g) std::fill_n(parts + g * stride, strips * strip, 0.0f);
+    if (!add)
+        for (int g = 0; g < G; ++g) std::fill_n(parts + g * stride, strips * strip, 0.0f);
     for (index_t ib = i0; ib < i1; ib += B) {
         const int rows_here = static_cast<int>(std::min<index_t>(B, i1 - ib));
         const W* wr[B];    // a short last band repeats its last row, with zero inputs
