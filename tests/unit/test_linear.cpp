@@ -137,6 +137,40 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
             }
 }
 
+TEST_CASE("one row against input-major bf16 weights: every thread count gives the same bits, chunks read in pairs") {
+    // One input row splits the input into chunks (256 inputs: 2, 450: 3, 1061: 4) whose partial
+    // sums are added in order; on AVX-512 without fetches a thread reads its bf16 chunks two at
+    // a time up to 1024 outputs (1024 and 300 here), one after the other above (1025). Whatever
+    // the threads and their share of chunks (one to three threads: pairs, a chunk left alone,
+    // a thread without a pair), the output has the bits of one thread's.
+    for (cpu::VectorIsa isa : testing::vector_isas())
+        for (int in : {256, 450, 1061})
+            for (int out : {300, 1024, 1025}) {
+                const cpu::VectorIsaLimit limit(isa);
+                CAPTURE(cpu::vector_isa_name(isa));
+                CAPTURE(in);
+                CAPTURE(out);
+                const auto x = testing::random_normal(in, 31);
+                const auto ws = stored<bf16>(testing::random_normal(out * in, 32, 0.05f));
+                const auto want =
+                    reference(x, 1, in, out, [&](int o, int i) { return double(to_float(ws[i * out + o])); });
+                std::vector<float> first;
+                for (int threads : {1, 2, 3}) {
+                    CAPTURE(threads);
+                    auto y = testing::poisoned<float>(out);
+                    cpu::LinearScratch scratch;
+                    testing::on_threads(threads, [&] {
+                        cpu::matmul<bf16>(cpu::rows_of<const float>(x.data(), 1, in),
+                                          Matrix<const bf16>(ws.data(), in, out), cpu::rows_of(y.data(), 1, out),
+                                          cpu::Write::overwrite, scratch);
+                    });
+                    CHECK(testing::relative_error(y, want) < 1e-5);
+                    if (first.empty()) first = y;
+                    else CHECK(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
+                }
+            }
+}
+
 TEST_CASE_TEMPLATE("few-row products write or add to strided sub-blocks and leave other columns alone", W, float,
                    bf16) {
     // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of

@@ -564,11 +564,12 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_strip(__m512 (&acc)[NB], float* yr
 /// the hardware prefetchers follow poorly: on AMD Zen 4 the 187M expert's 768 x
 /// 1024 fp32 product ran at 21 GB/s on two threads and 12.5 on one that way.
 /// - One row streams the weight's rows in order, each whole, into its partial
-///   sums (L1/L2), each strip's lines fetched further along the stream (the rows
-///   are consecutive) as the CPU reads fastest (row_nn_ahead): into L1 on Zen 5,
-///   where a profile of the 187M decode step had four fifths of this loop's
-///   samples on its weight loads without it; into L2 for bf16 weights and not at
-///   all for fp32 ones elsewhere (Zen 4 figures there).
+///   sums (L1/L2). On Zen 5 each strip's lines are fetched into L1 further along
+///   the stream (the rows are consecutive, row_nn_ahead): a profile of the 187M
+///   decode step had four fifths of this loop's samples on its weight loads
+///   without it. Elsewhere nothing is fetched, and a thread streams bf16 weights
+///   of up to row_nn_pair_max_out columns two chunks at a time, a row of each in
+///   turn (Zen 4 figures there).
 /// - More rows take bands of row_nn_band weight rows: each 64-column strip of
 ///   the band is summed in registers for up to four input rows, then added to
 ///   their partial sums, so the sums' loads and stores are an eighth of the
@@ -578,16 +579,20 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void store_strip(__m512 (&acc)[NB], float* yr
 ///   0.85x the time of streaming each row into the sums (2-4 rows: four sums'
 ///   loads and stores per FMA bound it) and of column strips (5-16 rows).
 inline constexpr index_t row_nn_band = 8;
-/// How far ahead of its strip the one-row stream fetches: 187M batch-1 decode on bf16
-/// weights (fp32 arithmetic, 512 cached tokens, Zen 5, alternated binaries) one thread
+/// How far ahead of its strip the one-row stream fetches on Zen 5: 187M batch-1 decode on
+/// bf16 weights (fp32 arithmetic, 512 cached tokens, alternated binaries) one thread
 /// 11.1-12.0 -> 7.3-7.6 ms, two 6.9-7.3 -> 5.5-5.9 ms; 2 and 8 KiB, or into L2, level.
-/// That fetch into L1 is for Zen 5 only (stream_fetch_into_l1): on Zen 4 one core read the
-/// 187M expert's 768 x 1024 product from memory at 14-15 GB/s with it on bf16 weights and
-/// 21-23 on fp32 ones, against 24-27 with bf16 lines fetched 8 KiB ahead into L2
-/// (row_nn_ahead_l2; 4 KiB: 20-21, none: 22-26) and 29-30 with no fetch on fp32 weights (into
-/// L2 at 4-16 KiB: 21-25), in rounds of every variant in one process.
+/// On Zen 4 the same fetch cost half the read, and none at all read fastest: through
+/// gemv_rows_nn_streamed (four chunks, every variant in turn in one process), one core read
+/// the bf16 products of 512-2048 x 768-4096 at 27-31 GB/s without fetches, 24-26 with lines
+/// fetched 8 KiB ahead into L2, two cores 33-45 against 31-40.
 inline constexpr index_t row_nn_ahead = 4096;
-inline constexpr index_t row_nn_ahead_l2 = 8192;
+/// Widest bf16 output (partial sums of 4 KiB) a thread streams two chunks at a time where it
+/// fetches nothing: one core read the 187M expert's 768 x 1024 and 512 x 768 products at
+/// 32-34 and 28-32 GB/s so, against 30-31 and 27-28 one chunk after the other (2048 x 768:
+/// 32-34 against 30-32); outputs of 2048 and 4096 columns (two sums of 8 or 16 KiB) read
+/// slower so (12-31 against 28-32), as did fp32 weights (28-31 against 31-32).
+inline constexpr index_t row_nn_pair_max_out = 1024;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Columns of the strips partial sums are kept in (bf16: each 32 columns' even
 /// ones, then their odd ones, as load_strip widens them).
@@ -608,7 +613,8 @@ namespace detail {
 template <class W, Fetch F>
 CPX_TARGET_AVX512 void gemv_row_nn_part_fetching(const float* x, const StridedMatrix<const W>& w, index_t i0,
                                                  index_t i1, float* parts, bool add) {
-    constexpr index_t ahead = F == Fetch::l1 ? row_nn_ahead : row_nn_ahead_l2;
+    static_assert(F != Fetch::l2, "the one-row stream fetches into L1 or not at all");
+    constexpr index_t ahead = row_nn_ahead;
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
     const index_t strips = (w.cols + strip - 1) / strip;
@@ -629,13 +635,49 @@ CPX_TARGET_AVX512 void gemv_row_nn_part_fetching(const float* x, const StridedMa
     }
 }
 
+/// parts[0, strips of W's row) += x_i w[i, :] for one weight row, strip by strip.
+template <class W, int NB>
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void add_row_nn(float x_i, const W* wr, index_t strips,
+                                                   const StripMasks<W, NB>& full, const StripMasks<W, NB>& tail,
+                                                   float* parts) {
+    constexpr index_t strip = 16 * NB;
+    const __m512 xv = _mm512_set1_ps(x_i);
+    for (index_t s = 0; s < strips; ++s) {
+        __m512 wv[NB];
+        load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
+        float* ps = parts + s * strip;
+#pragma GCC unroll 16
+        for (int k = 0; k < NB; ++k) _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
+    }
+}
+
+/// Two gemv_row_nn_part calls at once, without fetches: rows [a0, a1) into parts_a and
+/// [b0, b1) into parts_b (each =), a row of each in turn, so that one core reads the weight
+/// as two streams; each partial sum gets the bits of its own call.
+template <class W>
+CPX_TARGET_AVX512 void gemv_row_nn_part_pair(const float* x, const StridedMatrix<const W>& w, index_t a0, index_t a1,
+                                             float* parts_a, index_t b0, index_t b1, float* parts_b) {
+    constexpr int NB = nn_strip_vectors<W>;
+    constexpr index_t strip = 16 * NB;
+    const index_t strips = (w.cols + strip - 1) / strip;
+    const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
+    std::fill_n(parts_a, strips * strip, 0.0f);
+    std::fill_n(parts_b, strips * strip, 0.0f);
+    index_t a = a0, b = b0;
+    for (; a < a1 && b < b1; ++a, ++b) {
+        add_row_nn<W, NB>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
+        add_row_nn<W, NB>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
+    }
+    for (; a < a1; ++a) add_row_nn<W, NB>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
+    for (; b < b1; ++b) add_row_nn<W, NB>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
+}
+
 /// gemv_row_nn_part_fetching with the fetch this CPU streams fastest with (row_nn_ahead).
 template <class W>
 void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1, float* parts,
                       bool add = false) {
     if (stream_fetch_into_l1()) gemv_row_nn_part_fetching<W, Fetch::l1>(x, w, i0, i1, parts, add);
-    else if constexpr (std::is_same_v<W, float>) gemv_row_nn_part_fetching<W, Fetch::none>(x, w, i0, i1, parts, add);
-    else gemv_row_nn_part_fetching<W, Fetch::l2>(x, w, i0, i1, parts, add);
+    else gemv_row_nn_part_fetching<W, Fetch::none>(x, w, i0, i1, parts, add);
 }
 
 /// parts[g] (= or, with `add`, +=) sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for
@@ -724,17 +766,33 @@ CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x
                                              const StridedMatrix<float>& y, bool accumulate, float* parts) {
     const index_t in = w.rows, out = w.cols, m = x.rows, chunks = row_nn_chunks(in), stride = row_nn_stride(out);
     parallel_team(chunks > 1 && m * in * out > 32768 ? max_threads() : 1, [&](int t, int team) {
-        for_share(chunks, t, team, [&](index_t c) {
-            float* const part = parts + c * m * stride;
-            const index_t i0 = in * c / chunks, i1 = in * (c + 1) / chunks;
-            if (m == 1) {
-                detail::gemv_row_nn_part<W>(x.row(0), w, i0, i1, part);
-            } else {
-                detail::in_row_groups(m, [&](auto g, index_t m0) {
-                    detail::gemv_band_nn_part<W, decltype(g)::value>(x, m0, w, i0, i1, part + m0 * stride, stride);
-                });
+        const auto rows_of_chunk = [&](index_t c) { return std::pair{in * c / chunks, in * (c + 1) / chunks}; };
+        if (m == 1 && std::is_same_v<W, bf16> && out <= row_nn_pair_max_out && !stream_fetch_into_l1()) {
+            // The thread's chunks two at a time, read as two streams.
+            const Share own = equal_share(chunks, team, t);
+            for (index_t c = static_cast<index_t>(own.begin); c < static_cast<index_t>(own.end); c += 2) {
+                const auto [a0, a1] = rows_of_chunk(c);
+                if (c + 1 < static_cast<index_t>(own.end)) {
+                    const auto [b0, b1] = rows_of_chunk(c + 1);
+                    detail::gemv_row_nn_part_pair<W>(x.row(0), w, a0, a1, parts + c * stride, b0, b1,
+                                                     parts + (c + 1) * stride);
+                } else {
+                    detail::gemv_row_nn_part<W>(x.row(0), w, a0, a1, parts + c * stride);
+                }
             }
-        });
+        } else {
+            for_share(chunks, t, team, [&](index_t c) {
+                float* const part = parts + c * m * stride;
+                const auto [i0, i1] = rows_of_chunk(c);
+                if (m == 1) {
+                    detail::gemv_row_nn_part<W>(x.row(0), w, i0, i1, part);
+                } else {
+                    detail::in_row_groups(m, [&](auto g, index_t m0) {
+                        detail::gemv_band_nn_part<W, decltype(g)::value>(x, m0, w, i0, i1, part + m0 * stride, stride);
+                    });
+                }
+            });
+        }
         team_barrier(team);
         for_share(m, t, team, [&](index_t r) {
             detail::sum_chunks_nn<W>(parts, r, m, chunks, stride, out, y.row(r), accumulate);
