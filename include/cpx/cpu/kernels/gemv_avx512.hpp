@@ -766,24 +766,21 @@ CPX_TARGET_AVX512 void gemv_rows_nn_streamed(const StridedMatrix<const float>& x
                                              const StridedMatrix<float>& y, bool accumulate, float* parts) {
     const index_t in = w.rows, out = w.cols, m = x.rows, chunks = row_nn_chunks(in), stride = row_nn_stride(out);
     parallel_team(chunks > 1 && m * in * out > 32768 ? max_threads() : 1, [&](int t, int team) {
-        const auto rows_of_chunk = [&](index_t c) { return std::pair{in * c / chunks, in * (c + 1) / chunks}; };
+        const auto first_row = [&](index_t c) { return in * c / chunks; };  // chunk c: [first_row(c), first_row(c + 1))
         if (m == 1 && std::is_same_v<W, bf16> && out <= row_nn_pair_max_out && !stream_fetch_into_l1()) {
             // The thread's chunks two at a time, read as two streams.
             const Share own = equal_share(chunks, team, t);
             for (index_t c = static_cast<index_t>(own.begin); c < static_cast<index_t>(own.end); c += 2) {
-                const auto [a0, a1] = rows_of_chunk(c);
-                if (c + 1 < static_cast<index_t>(own.end)) {
-                    const auto [b0, b1] = rows_of_chunk(c + 1);
-                    detail::gemv_row_nn_part_pair<W>(x.row(0), w, a0, a1, parts + c * stride, b0, b1,
-                                                     parts + (c + 1) * stride);
-                } else {
-                    detail::gemv_row_nn_part<W>(x.row(0), w, a0, a1, parts + c * stride);
-                }
+                if (c + 1 < static_cast<index_t>(own.end))
+                    detail::gemv_row_nn_part_pair<W>(x.row(0), w, first_row(c), first_row(c + 1), parts + c * stride,
+                                                     first_row(c + 1), first_row(c + 2), parts + (c + 1) * stride);
+                else
+                    detail::gemv_row_nn_part<W>(x.row(0), w, first_row(c), first_row(c + 1), parts + c * stride);
             }
         } else {
             for_share(chunks, t, team, [&](index_t c) {
                 float* const part = parts + c * m * stride;
-                const auto [i0, i1] = rows_of_chunk(c);
+                const index_t i0 = first_row(c), i1 = first_row(c + 1);
                 if (m == 1) {
                     detail::gemv_row_nn_part<W>(x.row(0), w, i0, i1, part);
                 } else {
