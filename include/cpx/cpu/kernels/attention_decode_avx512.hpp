@@ -33,9 +33,9 @@
 // nothing more. Elsewhere they fetch nothing: on Zen 4 PRISM-mini's eight
 // attention layers (one decode row, 511 cached positions, bf16 U and cache, cold)
 // took 2.02 ms on one thread without the fetches against 2.24-2.26 with them, and
-// 2.06-2.08 / 2.20-2.27 with them into L2, at 8-24 keys ahead or 32-40 (alternated
-// in one process); two threads 1.00-1.07 ms against 1.12-1.20. 187M's steps
-// (1-16 sequences) were level or 2-4% faster without them.
+// 2.06-2.35 with either pass or both fetching into L2 instead (16-72 keys ahead;
+// every variant in turn in one process); two threads 1.00-1.07 ms against
+// 1.12-1.20. 187M's steps (1-16 sequences) were level or 2-4% faster without them.
 //
 // Head dimensions must be multiples of 32 and at most max_decode_head_dim;
 // causal_attention.hpp falls back to the general path otherwise, and where
