@@ -606,6 +606,26 @@ constexpr index_t row_nn_scratch(index_t in, index_t out, index_t max_rows) {
 }
 
 namespace detail {
+/// parts[0, strips of W's row) += x_i w[i, :] for one weight row `wr`, strip by strip, each
+/// strip's lines row_nn_ahead further along the stream fetched as F says.
+template <class W, int NB, Fetch F>
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void add_row_nn(float x_i, const W* wr, index_t strips,
+                                                   const StripMasks<W, NB>& full, const StripMasks<W, NB>& tail,
+                                                   float* parts) {
+    static_assert(F != Fetch::l2, "the one-row stream fetches into L1 or not at all");
+    constexpr index_t strip = 16 * NB;
+    const __m512 xv = _mm512_set1_ps(x_i);
+    for (index_t s = 0; s < strips; ++s) {
+        fetch_lines<F>(reinterpret_cast<const char*>(wr + s * strip) + row_nn_ahead,
+                       strip * static_cast<index_t>(sizeof(W)));
+        __m512 wv[NB];
+        load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
+        float* ps = parts + s * strip;
+#pragma GCC unroll 16
+        for (int k = 0; k < NB; ++k) _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
+    }
+}
+
 /// parts (= or, with `add`, +=) sum over weight rows [i0, i1) of x[i] w[i, :] for one
 /// input row, strip by strip in load_strip's layout (strips of 16 nn_strip_vectors columns). Rows
 /// are added one after the other, so calls over consecutive row ranges adding to the same
@@ -613,42 +633,12 @@ namespace detail {
 template <class W, Fetch F>
 CPX_TARGET_AVX512 void gemv_row_nn_part_fetching(const float* x, const StridedMatrix<const W>& w, index_t i0,
                                                  index_t i1, float* parts, bool add) {
-    static_assert(F != Fetch::l2, "the one-row stream fetches into L1 or not at all");
-    constexpr index_t ahead = row_nn_ahead;
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
     const index_t strips = (w.cols + strip - 1) / strip;
     const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
     if (!add) std::fill_n(parts, strips * strip, 0.0f);
-    for (index_t i = i0; i < i1; ++i) {
-        const W* wr = w.data + i * w.ld;
-        const __m512 xv = _mm512_set1_ps(x[i]);
-        for (index_t s = 0; s < strips; ++s) {
-            fetch_lines<F>(reinterpret_cast<const char*>(wr + s * strip) + ahead,
-                           strip * static_cast<index_t>(sizeof(W)));
-            __m512 wv[NB];
-            load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
-            float* ps = parts + s * strip;
-#pragma GCC unroll 16
-            for (int k = 0; k < NB; ++k) _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
-        }
-    }
-}
-
-/// parts[0, strips of W's row) += x_i w[i, :] for one weight row, strip by strip.
-template <class W, int NB>
-CPX_TARGET_AVX512 CPX_FORCE_INLINE void add_row_nn(float x_i, const W* wr, index_t strips,
-                                                   const StripMasks<W, NB>& full, const StripMasks<W, NB>& tail,
-                                                   float* parts) {
-    constexpr index_t strip = 16 * NB;
-    const __m512 xv = _mm512_set1_ps(x_i);
-    for (index_t s = 0; s < strips; ++s) {
-        __m512 wv[NB];
-        load_strip<W, NB>(wr + s * strip, s + 1 < strips ? full : tail, wv);
-        float* ps = parts + s * strip;
-#pragma GCC unroll 16
-        for (int k = 0; k < NB; ++k) _mm512_store_ps(ps + 16 * k, _mm512_fmadd_ps(wv[k], xv, _mm512_load_ps(ps + 16 * k)));
-    }
+    for (index_t i = i0; i < i1; ++i) add_row_nn<W, NB, F>(x[i], w.data + i * w.ld, strips, full, tail, parts);
 }
 
 /// Two gemv_row_nn_part calls at once, without fetches: rows [a0, a1) into parts_a and
@@ -665,11 +655,11 @@ CPX_TARGET_AVX512 void gemv_row_nn_part_pair(const float* x, const StridedMatrix
     std::fill_n(parts_b, strips * strip, 0.0f);
     index_t a = a0, b = b0;
     for (; a < a1 && b < b1; ++a, ++b) {
-        add_row_nn<W, NB>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
-        add_row_nn<W, NB>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
+        add_row_nn<W, NB, Fetch::none>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
+        add_row_nn<W, NB, Fetch::none>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
     }
-    for (; a < a1; ++a) add_row_nn<W, NB>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
-    for (; b < b1; ++b) add_row_nn<W, NB>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
+    for (; a < a1; ++a) add_row_nn<W, NB, Fetch::none>(x[a], w.data + a * w.ld, strips, full, tail, parts_a);
+    for (; b < b1; ++b) add_row_nn<W, NB, Fetch::none>(x[b], w.data + b * w.ld, strips, full, tail, parts_b);
 }
 
 /// gemv_row_nn_part_fetching with the fetch this CPU streams fastest with (row_nn_ahead).
