@@ -626,18 +626,16 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void add_row_nn(float x_i, const W* wr, index
     }
 }
 
-/// parts (= or, with `add`, +=) sum over weight rows [i0, i1) of x[i] w[i, :] for one
-/// input row, strip by strip in load_strip's layout (strips of 16 nn_strip_vectors columns). Rows
-/// are added one after the other, so calls over consecutive row ranges adding to the same
-/// parts give the bits of one call over their union.
+/// parts = sum over weight rows [i0, i1) of x[i] w[i, :] for one input row, strip by strip in
+/// load_strip's layout (strips of 16 nn_strip_vectors columns), the rows added one after the other.
 template <class W, Fetch F>
 CPX_TARGET_AVX512 void gemv_row_nn_part_fetching(const float* x, const StridedMatrix<const W>& w, index_t i0,
-                                                 index_t i1, float* parts, bool add) {
+                                                 index_t i1, float* parts) {
     constexpr int NB = nn_strip_vectors<W>;
     constexpr index_t strip = 16 * NB;
     const index_t strips = (w.cols + strip - 1) / strip;
     const StripMasks<W, NB> full(static_cast<int>(strip)), tail(static_cast<int>(w.cols - (strips - 1) * strip));
-    if (!add) std::fill_n(parts, strips * strip, 0.0f);
+    std::fill_n(parts, strips * strip, 0.0f);
     for (index_t i = i0; i < i1; ++i) add_row_nn<W, NB, F>(x[i], w.data + i * w.ld, strips, full, tail, parts);
 }
 
@@ -664,10 +662,9 @@ CPX_TARGET_AVX512 void gemv_row_nn_part_pair(const float* x, const StridedMatrix
 
 /// gemv_row_nn_part_fetching with the fetch this CPU streams fastest with (row_nn_ahead).
 template <class W>
-void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1, float* parts,
-                      bool add = false) {
-    if (stream_fetch_into_l1()) gemv_row_nn_part_fetching<W, Fetch::l1>(x, w, i0, i1, parts, add);
-    else gemv_row_nn_part_fetching<W, Fetch::none>(x, w, i0, i1, parts, add);
+void gemv_row_nn_part(const float* x, const StridedMatrix<const W>& w, index_t i0, index_t i1, float* parts) {
+    if (stream_fetch_into_l1()) gemv_row_nn_part_fetching<W, Fetch::l1>(x, w, i0, i1, parts);
+    else gemv_row_nn_part_fetching<W, Fetch::none>(x, w, i0, i1, parts);
 }
 
 /// parts[g] (= or, with `add`, +=) sum over weight rows [i0, i1) of x[m0 + g, i] w[i, :] for
