@@ -31,6 +31,7 @@ namespace {
 
 using namespace cpx;
 using cpx::bench::add;
+using cpx::bench::add_manual_time;
 using cpx::bench::Gemm;
 using cpx::bench::Work;
 using cpx::bench::dtype_name;
@@ -139,7 +140,7 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
     const std::string key = preset + "/" + dtype_name<W>() +
                             (compute == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(compute)));
     const std::string name = "model/complexity/" + key + shape_suffix("decode", batch, "context", context, threads);
-    add(name, [=](benchmark::State& state) {
+    add_manual_time(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<C, W>(key, compute);
         bench::DecodeStep<ComplexityModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
@@ -147,10 +148,9 @@ void decode(const std::string& preset, index_t batch, index_t context, int threa
         work.tokens = static_cast<double>(batch);
         work.flops = static_cast<double>(batch) * static_cast<double>(flops_per_token<C>(context));
         work.bytes = decode_bytes<C, W>(m, step.next, context, compute);
-        work.read_ceiling = bench::machine_read_gbps(threads);
         bench::set_decode_arithmetic_peak(work, batch, compute, threads);
         warm_once(name, step);
-        bench::run(state, work, step, bench::Warmup::done);
+        bench::run_read_paired(state, work, step, threads);
     });
 }
 

@@ -18,6 +18,7 @@ namespace {
 
 using namespace cpx;
 using cpx::bench::add;
+using cpx::bench::add_manual_time;
 using cpx::bench::Gemm;
 using cpx::bench::Work;
 using cpx::bench::dtype_name;
@@ -74,7 +75,7 @@ void decode(index_t batch, index_t context, int threads) {
     const std::string name = std::string("model/prism/mini/") + dtype_name<W>() +
                              (K == cpu::Compute::fp32 ? "" : "/compute:" + std::string(cpu::compute_name(K))) +
                              shape_suffix("decode", batch, "context", context, threads);
-    add(name, [=](benchmark::State& state) {
+    add_manual_time(name, [=](benchmark::State& state) {
         bench::set_threads(threads);
         auto& m = model<W, K>();
         bench::DecodeStep<PrismModel<C, W, W>, KVCache<C, W>> step(m, batch, context, C::vocab);
@@ -89,10 +90,9 @@ void decode(index_t batch, index_t context, int threads) {
         const double vectors = (L * (4 * d + C::mlp_width + d) + 2 * d) * sizeof(float);
         const double kv = static_cast<double>(batch) * L * 2 * C::u_rows * static_cast<double>(context) * sw;
         work.bytes = matrices * mw + wpe_rows * sw + vectors + kv;
-        work.read_ceiling = bench::machine_read_gbps(threads);
         bench::set_decode_arithmetic_peak(work, batch, K, threads);
         warm_once(name, step);
-        bench::run(state, work, step, bench::Warmup::done);
+        bench::run_read_paired(state, work, step, threads);
     });
 }
 

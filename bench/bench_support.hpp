@@ -266,15 +266,43 @@ inline float read_all(const float* data, std::size_t n, int threads, bool prefet
 /// again), and `frac_of_bandwidth` compares the case with the machine of that
 /// moment. The ceiling is the faster of the bare stream and the stream with L2
 /// prefetches (read_all).
-inline double machine_read_gbps(int threads) {
+inline const cpx::cpu::AlignedVector<float>& read_ceiling_buffer() {
     static const cpx::cpu::AlignedVector<float> buf = read_buffer(512ull << 20);
+    return buf;
+}
+/// Per thread count, whether the stream with L2 prefetches read faster in machine_read_gbps.
+inline std::map<int, bool>& read_prefers_prefetch() {
+    static std::map<int, bool> prefers;
+    return prefers;
+}
+inline double machine_read_gbps(int threads) {
+    const auto& buf = read_ceiling_buffer();
     double best = 0;
     for (bool prefetch : {false, true}) {
         const double s =
             best_seconds([&] { benchmark::DoNotOptimize(read_all(buf.data(), buf.size(), threads, prefetch)); }, 3);
-        best = std::max(best, static_cast<double>(buf.size() * sizeof(float)) / s * 1e-9);
+        const double gbps = static_cast<double>(buf.size() * sizeof(float)) / s * 1e-9;
+        if (gbps > best) best = gbps, read_prefers_prefetch()[threads] = prefetch;
     }
     return best;
+}
+
+/// The read rate of this moment, GB/s: one pass over machine_read_gbps's buffer with the way of
+/// reading that was faster there (~10-20 ms).
+inline double read_gbps_now(int threads) {
+    if (!read_prefers_prefetch().contains(threads)) (void)machine_read_gbps(threads);
+    const auto& buf = read_ceiling_buffer();
+    const auto t0 = Clock::now();
+    benchmark::DoNotOptimize(read_all(buf.data(), buf.size(), threads, read_prefers_prefetch()[threads]));
+    return static_cast<double>(buf.size() * sizeof(float)) / std::chrono::duration<double>(Clock::now() - t0).count() *
+           1e-9;
+}
+
+/// The median of v (not empty), the mean of the middle two for an even count.
+inline double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 /// Sets the thread count of our OpenMP loops and of Eigen's GEMM together
@@ -318,6 +346,15 @@ std::vector<T> normal_vector(std::size_t n, double stddev, std::uint64_t seed) {
     std::vector<T> v(n);
     fill_normal<T>(v, stddev, seed);
     return v;
+}
+
+/// add() for a case that times its iterations itself (state.SetIterationTime): run_read_paired,
+/// which measures the read rate between its rounds of iterations, outside the time reported.
+inline benchmark::internal::Benchmark* add_manual_time(const std::string& name,
+                                                       std::function<void(benchmark::State&)> fn) {
+    return benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
 }
 
 /// Registers a benchmark under a full name ("group/variant/shape/param:value/...")
@@ -399,6 +436,54 @@ void run(benchmark::State& state, const Work& w, Fn&& fn, Warmup warmup = Warmup
     const auto t0 = Clock::now();
     for (auto _ : state) fn();
     set_counters(state, w, std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+/// run() for a decode step, the bound's read rate measured in the same moments as the steps.
+/// The machine's read rate can jump by half between minutes (docs/BENCHMARKS.md's notes), so a
+/// ceiling measured once before a case can belong to another level than the steps timed after
+/// it. Here the steps run in rounds of at least `round_seconds`, with one read pass
+/// (read_gbps_now) before the first round and after each; a round whose two neighbouring passes
+/// agree within 15% counts, against the higher of the two. Counters as run()'s (the time is the steps' own,
+/// register with add_manual_time), with `read_ceiling_GB_per_s` the median of the counted
+/// rounds' rates, plus `bound_ratio_paired`: the median over those rounds of the round's time per
+/// step ÷ (bytes per step ÷ its rate), and `paired_rounds`, how many rounds counted. Where no
+/// round counts, the ceiling is the median of every pass and no paired ratio is set.
+template <class Fn>
+void run_read_paired(benchmark::State& state, Work w, Fn&& fn, int threads, double round_seconds = 0.05) {
+    std::vector<double> ratios, ceilings, passes;
+    double total = 0, round = 0;
+    long round_steps = 0;
+    double before = read_gbps_now(threads);
+    passes.push_back(before);
+    const auto close_round = [&] {
+        const double after = read_gbps_now(threads);
+        passes.push_back(after);
+        if (std::abs(after - before) <= 0.15 * std::max(after, before) && w.bytes > 0) {
+            const double ceiling = std::max(after, before);  // one pass each: the higher, to err toward the machine
+            ceilings.push_back(ceiling);
+            ratios.push_back(round / static_cast<double>(round_steps) * ceiling * 1e9 / w.bytes);
+        }
+        before = after;
+        round = 0;
+        round_steps = 0;
+    };
+    for (auto _ : state) {
+        const auto t0 = Clock::now();
+        fn();
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        state.SetIterationTime(dt);
+        total += dt;
+        round += dt;
+        ++round_steps;
+        if (round >= round_seconds) close_round();
+    }
+    if (round_steps > 0) close_round();
+    w.read_ceiling = median_of(ceilings.empty() ? passes : ceilings);
+    set_counters(state, w, total);
+    if (!ratios.empty()) {
+        state.counters["bound_ratio_paired"] = benchmark::Counter(median_of(ratios));
+        state.counters["paired_rounds"] = benchmark::Counter(static_cast<double>(ratios.size()));
+    }
 }
 
 }  // namespace cpx::bench

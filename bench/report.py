@@ -31,7 +31,7 @@ def load(path):
     cases = {}
     for b in data.get("benchmarks", []):
         name = b.get("run_name", b["name"])
-        name = re.sub(r"/real_time$", "", name)
+        name = re.sub(r"/(real|manual)_time$", "", name)
         rec = cases.setdefault(name, {"reps": []})
         ms = b["real_time"] * UNIT[b.get("time_unit", "ns")]
         if b.get("run_type") == "aggregate":
@@ -226,7 +226,8 @@ class Report:
             "products' shapes measured in the same binary at the same thread count (several products: their "
             "time-weighted combination); `frac_of_bandwidth` = GB/s over the memory read rate measured in the "
             "same binary (512 MiB buffer, measured again just before each case and repetition; the faster of a bare "
-            "read and a read that prefetches 4 KiB ahead into L2), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
+            "read and a read that prefetches 4 KiB ahead into L2; whole-model decode cases measure it between "
+            "their rounds of steps instead, below), i.e. the bandwidth bound's time over ours. bf16-stored weights count "
             "2 bytes. The PyTorch peer runs the same cases (names, shapes, threads) and is timed the same way "
             "(warm-up, repetitions, median). " + self.warmup_note(), "")
 
@@ -482,13 +483,18 @@ class Report:
         return flops / peak * 1e-6 if peak and flops else None
 
     def read_bound_ms(self, name):
-        """The bytes a decode case reads at the read rate measured before it, ms; None where not recorded."""
+        """The bytes a decode case reads at its read rate (the median of the rates measured between
+        its rounds of steps, or where a run predates those, the rate measured before it), ms; None
+        where not recorded."""
         mb, ceiling = self.o(name, "bytes_per_iter"), self.o(name, "read_ceiling_GB_per_s")
         return mb / 1e6 / ceiling if mb and ceiling else None  # MB / (GB/s) = ms
 
     def decode_ratio(self, name):
-        """Our median time over the bandwidth bound (bytes / median read ceiling)."""
-        return self.o(name) / self.read_bound_ms(name)
+        """Our time over the bandwidth bound: the median over rounds of steps of each round's time
+        over the bound at the read rate measured beside it (bench_support.hpp, run_read_paired),
+        where recorded; else the median time over bytes / the median read ceiling."""
+        paired = self.o(name, "bound_ratio_paired")
+        return paired if paired else self.o(name) / self.read_bound_ms(name)
 
     def thread_pairs(self, pattern):
         pairs = []
@@ -623,7 +629,12 @@ class Report:
             self.emit(table(["case", "ms", "tokens/s", "GFLOP/s", "of bf16 peak", "fp32 arithmetic ÷ bf16"], rows), "")
         self.emit("### Decode", "",
                   "One new token per sequence at `context` positions. Bound = bytes read (weights in their storage "
-                  "type, one routed expert per distinct expert, the head, the KV cache) ÷ the measured read rate. Arithmetic "
+                  "type, one routed expert per distinct expert, the head, the KV cache) ÷ the measured read rate. "
+                  "The steps run in rounds of at least 50 ms with one 512 MiB read pass before and after each; "
+                  "a round whose two passes agree within 15% is timed against the higher of them, and \"ours ÷ bound\" is "
+                  "the median of those rounds' ratios (the read ceiling column: the median of their rates), so "
+                  "a step and its ceiling come from the same moments of a machine whose read rate jumps "
+                  "between levels. Arithmetic "
                   "floor (batched steps) = the step's FLOPs at the peak of the instruction its products run on, "
                   "measured in the same binary (`vdpbf16ps` under `compute:bf16`, else the fp32 FMA): a step "
                   "cannot take less than either.", "")
