@@ -259,13 +259,7 @@ inline float read_all(const float* data, std::size_t n, int threads, bool prefet
     return total;
 }
 
-/// Sustained memory read rate, GB/s, over a 512 MiB buffer with `threads` threads,
-/// measured afresh on every call (best of 3 for each way of reading, ~0.2 s): a
-/// shared machine's read rate moves by tens of percent from minute to minute, so
-/// each case measures its own ceiling just before it runs (and each repetition
-/// again), and `frac_of_bandwidth` compares the case with the machine of that
-/// moment. The ceiling is the faster of the bare stream and the stream with L2
-/// prefetches (read_all).
+/// The 512 MiB buffer every read ceiling of this binary is measured on.
 inline const cpx::cpu::AlignedVector<float>& read_ceiling_buffer() {
     static const cpx::cpu::AlignedVector<float> buf = read_buffer(512ull << 20);
     return buf;
@@ -275,6 +269,15 @@ inline std::map<int, bool>& read_prefers_prefetch() {
     static std::map<int, bool> prefers;
     return prefers;
 }
+
+/// Sustained memory read rate, GB/s, over a 512 MiB buffer with `threads` threads,
+/// measured afresh on every call (best of 3 for each way of reading, ~0.2 s): a
+/// shared machine's read rate moves by tens of percent from minute to minute, so
+/// each case measures its own ceiling just before it runs (and each repetition
+/// again), and `frac_of_bandwidth` compares the case with the machine of that
+/// moment (whole-model decode cases measure it between their rounds of steps instead:
+/// run_read_paired). The ceiling is the faster of the bare stream and the stream with L2
+/// prefetches (read_all).
 inline double machine_read_gbps(int threads) {
     const auto& buf = read_ceiling_buffer();
     double best = 0;
@@ -443,11 +446,11 @@ void run(benchmark::State& state, const Work& w, Fn&& fn, Warmup warmup = Warmup
 /// ceiling measured once before a case can belong to another level than the steps timed after
 /// it. Here the steps run in rounds of at least `round_seconds`, with one read pass
 /// (read_gbps_now) before the first round and after each; a round whose two neighbouring passes
-/// agree within 15% counts, against the higher of the two. Counters as run()'s (the time is the steps' own,
-/// register with add_manual_time), with `read_ceiling_GB_per_s` the median of the counted
-/// rounds' rates, plus `bound_ratio_paired`: the median over those rounds of the round's time per
-/// step ÷ (bytes per step ÷ its rate), and `paired_rounds`, how many rounds counted. Where no
-/// round counts, the ceiling is the median of every pass and no paired ratio is set.
+/// agree within 15% counts, against the higher of the two. Counters as run()'s (the time is the
+/// steps' own: register with add_manual_time), with `read_ceiling_GB_per_s` the median of the
+/// counted rounds' rates, plus `bound_ratio_paired`: the median over those rounds of the round's
+/// time per step ÷ (bytes per step ÷ its rate), and `paired_rounds`, how many rounds counted.
+/// Where no round counts, the ceiling is the median of every pass and no paired ratio is set.
 template <class Fn>
 void run_read_paired(benchmark::State& state, Work w, Fn&& fn, int threads, double round_seconds = 0.05) {
     std::vector<double> ratios, ceilings, passes;
@@ -459,7 +462,7 @@ void run_read_paired(benchmark::State& state, Work w, Fn&& fn, int threads, doub
         const double after = read_gbps_now(threads);
         passes.push_back(after);
         if (std::abs(after - before) <= 0.15 * std::max(after, before) && w.bytes > 0) {
-            const double ceiling = std::max(after, before);  // one pass each: the higher, to err toward the machine
+            const double ceiling = std::max(after, before);  // one pass each: err toward the machine
             ceilings.push_back(ceiling);
             ratios.push_back(round / static_cast<double>(round_steps) * ceiling * 1e9 / w.bytes);
         }
