@@ -351,21 +351,23 @@ std::vector<T> normal_vector(std::size_t n, double stddev, std::uint64_t seed) {
     return v;
 }
 
-/// add() for a case that times its iterations itself (state.SetIterationTime): run_read_paired,
-/// which measures the read rate between its rounds of iterations, outside the time reported.
-inline benchmark::internal::Benchmark* add_manual_time(const std::string& name,
-                                                       std::function<void(benchmark::State&)> fn) {
+/// Registers a benchmark under a full name ("group/variant/shape/param:value/...") in ms.
+inline benchmark::internal::Benchmark* registered(const std::string& name, std::function<void(benchmark::State&)> fn) {
     return benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); })
-        ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
 }
 
-/// Registers a benchmark under a full name ("group/variant/shape/param:value/...")
-/// with the suite's defaults: wall-clock time (the work is multi-threaded), in ms.
+/// registered() with the suite's default timing: wall-clock time (the work is multi-threaded).
 inline benchmark::internal::Benchmark* add(const std::string& name, std::function<void(benchmark::State&)> fn) {
-    return benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); })
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    return registered(name, std::move(fn))->UseRealTime();
+}
+
+/// registered() for a case that times its iterations itself (state.SetIterationTime):
+/// run_read_paired, which measures the read rate between its rounds of iterations, outside the
+/// time reported.
+inline benchmark::internal::Benchmark* add_manual_time(const std::string& name,
+                                                       std::function<void(benchmark::State&)> fn) {
+    return registered(name, std::move(fn))->UseManualTime();
 }
 
 /// A layer case's arithmetic: the default (Eigen's fp32 products) or fp32 on copies of the
