@@ -5,7 +5,8 @@ Inputs (a results directory written by scripts/bench.sh): bench_*.json from the
 Google Benchmark suites, pytorch_*.json from bench/python/pytorch_peer.py (same
 layout and case names), machine.json and load_*.json (load average per stage). A case's time is the
 median of its repetitions. The discussion section is bench/report_notes.md,
-copied verbatim when it exists (it is written by hand for a given run).
+copied verbatim when it exists (it is written by hand for a given run). With --no-plots the
+page is written without its plots, and matplotlib is not needed (tests/python/check_report.py).
 """
 import argparse
 import glob
@@ -14,11 +15,6 @@ import math
 import os
 import re
 import statistics
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
@@ -116,6 +112,19 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
+def plot(method):
+    """A Report method that draws: skipped when the report has no image directory (--no-plots),
+    else called with pyplot as its first argument (imported here, so the tables need no matplotlib)."""
+    def draw(self, *args):
+        if self.img_dir is None:
+            return
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        method(self, plt, *args)
+    return draw
+
+
 # ----------------------------------------------------------------------------- the report
 class Report:
     def __init__(self, results, img_dir, doc_dir):
@@ -176,7 +185,8 @@ class Report:
     def emit(self, *text):
         self.lines.extend(text)
 
-    def img(self, fig, name, alt):
+    @plot
+    def img(self, plt, fig, name, alt):
         os.makedirs(self.img_dir, exist_ok=True)
         path = os.path.join(self.img_dir, name)
         fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -762,7 +772,8 @@ class Report:
         self.plot_speedups(both)
 
     # -- plots
-    def plot_mlp(self):
+    @plot
+    def plot_mlp(self, plt):
         variants = ["dense_swiglu", "token_routed", "learned_router", "masked_dense_dispatch"]
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
         for ax, tokens in zip(axes, (512, 2048)):
@@ -778,7 +789,8 @@ class Report:
             ax.legend()
         self.img(fig, "mlp_384M.png", "384M MLPs")
 
-    def plot_experts(self):
+    @plot
+    def plot_experts(self, plt):
         es = [1, 2, 4, 8, 16]
         if not self.names(r"^mlp/.*/experts:"):  # a partial run (BENCH_SUITES / BENCH_FILTER) without these cases
             return
@@ -808,7 +820,8 @@ class Report:
         ax.set_title(labels[2])
         ax.legend(fontsize=8)
 
-    def plot_sequence(self):
+    @plot
+    def plot_sequence(self, plt):
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
         self.plot_series(axes[0], [("attention/mu_gqa/187M", "mu-GQA 187M"), ("attention/gqa_no_mu/177M", "GQA no mu 177M"),
                                    ("attention/prism/mini", "PRISM mini"), ("attention/mha/mini", "MHA d=512")],
@@ -821,7 +834,8 @@ class Report:
         axes[1].set_ylim(0, 1)
         self.img(fig, "sequence.png", "sequence-length scaling")
 
-    def plot_models(self):
+    @plot
+    def plot_models(self, plt):
         pre = sorted(self.names(r"^model/.*/prefill/"), key=self.sort_key)
         dec = sorted(self.names(r"^model/.*/decode/"), key=self.sort_key)
         fig, axes = plt.subplots(1, 2, figsize=(13, max(4.5, 0.16 * max(len(pre), len(dec)))))
@@ -839,7 +853,8 @@ class Report:
         axes[1].invert_yaxis()
         self.img(fig, "models.png", "model prefill and decode against the machine's limits")
 
-    def plot_speedups(self, names):
+    @plot
+    def plot_speedups(self, plt, names):
         sp = [self.speedup(n) for n in names]
         fig, ax = plt.subplots(figsize=(8, max(4, 0.13 * len(names))))
         ax.barh(range(len(names)), sp, color=["tab:green" if s > 1 else "tab:red" for s in sp])
@@ -876,11 +891,13 @@ def main():
     ap.add_argument("--results", default="build/bench/results")
     ap.add_argument("--out", default="docs/BENCHMARKS.md")
     ap.add_argument("--img", default="docs/img")
+    ap.add_argument("--no-plots", action="store_true", help="write the tables only (no matplotlib needed)")
     ap.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_notes.md"))
     args = ap.parse_args()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    Report(args.results, args.img, os.path.dirname(os.path.abspath(args.out))).write(args.out, args.notes)
-    print(f"wrote {args.out} and plots under {args.img}")
+    img = None if args.no_plots else args.img
+    Report(args.results, img, os.path.dirname(os.path.abspath(args.out))).write(args.out, args.notes)
+    print(f"wrote {args.out}" + (f" and plots under {img}" if img else " (no plots)"))
 
 
 if __name__ == "__main__":
