@@ -140,12 +140,12 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
 TEST_CASE("one row against input-major bf16 weights: every thread count gives the same bits, chunks read in pairs") {
     // One input row splits the input into chunks (256 inputs: 2, 450: 3, 1061: 4) whose partial
     // sums are added in order; on AVX-512 without fetches a thread reads its bf16 chunks two at
-    // a time up to 1024 outputs (1024 and 300 here), one after the other above (1025). Whatever
+    // a time up to 1792 outputs (1792 and 300 here), one after the other above (1793). Whatever
     // the threads and their share of chunks (one to three threads: pairs, a chunk left alone,
     // a thread without a pair), the output has the bits of one thread's.
     for (cpu::VectorIsa isa : testing::vector_isas())
         for (int in : {256, 450, 1061})
-            for (int out : {300, 1024, 1025}) {
+            for (int out : {300, 1792, 1793}) {
                 const cpu::VectorIsaLimit limit(isa);
                 CAPTURE(cpu::vector_isa_name(isa));
                 CAPTURE(in);

@@ -587,12 +587,16 @@ inline constexpr index_t row_nn_band = 8;
 /// the bf16 products of 512-2048 x 768-4096 at 27-31 GB/s without fetches, 24-26 with lines
 /// fetched 8 KiB ahead into L2, two cores 33-45 against 31-40.
 inline constexpr index_t row_nn_ahead = 4096;
-/// Widest bf16 output (partial sums of 4 KiB) a thread streams two chunks at a time where it
+/// Widest bf16 output (partial sums of 7 KiB) a thread streams two chunks at a time where it
 /// fetches nothing: one core read the 187M expert's 768 x 1024 and 512 x 768 products at
 /// 32-34 and 28-32 GB/s so, against 30-31 and 27-28 one chunk after the other (2048 x 768:
 /// 32-34 against 30-32); outputs of 2048 and 4096 columns (two sums of 8 or 16 KiB) read
-/// slower so (12-31 against 28-32), as did fp32 weights (28-31 against 31-32).
-inline constexpr index_t row_nn_pair_max_out = 1024;
+/// slower so (12-31 against 28-32; 1024 x 2048 25 against 28), as did fp32 weights (28-31
+/// against 31-32). Between the two (Zen 4, one core, weights from memory on huge pages, both
+/// ways alternated in one process): 1024 inputs x 1280, 1536, 1600 and 1792 outputs 27.5-30.2
+/// GB/s in pairs against 25.0-29.0 (384M's routed gate and up, 1024 x 1600: 108-114 us against
+/// 113-121), 768 and 2048 x 1600 30.2-30.5 against 28.0-28.1.
+inline constexpr index_t row_nn_pair_max_out = 1792;
 constexpr index_t row_nn_chunks(index_t in) { return std::clamp<index_t>(in / 128, 1, 4); }
 /// Columns of the strips partial sums are kept in (bf16: each 32 columns' even
 /// ones, then their odd ones, as load_strip widens them).
