@@ -24,6 +24,8 @@
 //   way (no split needed) instead of by Eigen's GEMV: single-row products 5-22%
 //   less time on one core (bench_linear, incl. the 98 MB output head), level
 //   to 12% less on two.
+// - Two input rows on bf16 weights, on CPUs that fetch nothing ahead: the one-row kernel's
+//   single stream with both rows' sums (gemv_two_rows_nt, measured there).
 // - Other few-row counts: dot products. A block of four weight rows is loaded (and, for
 //   bf16, widened) once per group of up to four input rows, whose
 //   accumulators stay in registers. bf16: a 32-bit word holds two neighbouring
@@ -197,6 +199,66 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 }
 }  // namespace detail
 
+/// Two input rows against bf16 weight rows [o0, o1) read one after the other (one ascending
+/// stream per thread, as gemv_row_nt reads one row), four lines per step into 2 x 4
+/// accumulators; xs: both rows split by parity. Where nothing is fetched ahead (every CPU but
+/// Zen 5: stream_fetch_into_l1), two rows take this instead of the blocks of four weight rows,
+/// whose four streams one Zen 4 core read at ~20 GB/s with two rows: 187M's products from
+/// memory (768 x 512 to 32000 x 768 and 1280 x 1536, both kernels alternated in one process)
+/// took 28-34% less time (the 32000 x 768 head 2.48 -> 1.72-1.74 ms, qkv_mu 1280 x 1536 0.186-0.198
+/// -> 0.134-0.141 ms). Three or four rows read this way were level to 10% faster on rows of up
+/// to 1,024 inputs and up to 2.2x slower on 1,536 (the rows' split inputs, 24 KiB at four rows,
+/// no longer stay in L1 beside the stream); two weight rows side by side instead of four were
+/// level or slower at every row count.
+template <class W>
+CPX_TARGET_AVX512 void gemv_two_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
+                                        const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    static_assert(std::is_same_v<W, bf16>, "the two-row stream reads bf16 weights");
+    constexpr int L = 4;
+    constexpr index_t line = 32;  // bf16 inputs per 64-byte line
+    const index_t in = w.cols, body = in / line * line, steps = body / (L * line) * (L * line);
+    const float* xr[2] = {xs.row(0), xs.row(1)};
+    for (index_t o = o0; o < o1; ++o) {
+        const W* r = w.data + o * w.ld;
+        __m512 a[2][L];
+        for (auto& ag : a)
+            for (auto& v : ag) v = _mm512_setzero_ps();
+        index_t i = 0;
+        for (; i < steps; i += L * line) {
+            __m512 lo[L], hi[L];
+#pragma GCC unroll 4
+            for (int k = 0; k < L; ++k) {
+                const __m512i words = _mm512_loadu_si512(&r[i + k * line].bits);
+                lo[k] = bf16_low_halves(words), hi[k] = bf16_high_halves(words);
+            }
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; ++g)
+#pragma GCC unroll 4
+                for (int k = 0; k < L; ++k) {
+                    const float* xk = xr[g] + i + k * line;
+                    a[g][k] = _mm512_fmadd_ps(hi[k], _mm512_loadu_ps(xk + 16),
+                                              _mm512_fmadd_ps(lo[k], _mm512_loadu_ps(xk), a[g][k]));
+                }
+        }
+        for (; i < body; i += line) {
+            const __m512i words = _mm512_loadu_si512(&r[i].bits);
+            const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; ++g)
+                a[g][0] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr[g] + i + 16),
+                                          _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr[g] + i), a[g][0]));
+        }
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; ++g) {
+            float sum = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(a[g][0], a[g][1]), _mm512_add_ps(a[g][2], a[g][3])));
+            for (index_t j = body; j < in; ++j) sum += xr[g][j] * to_float(r[j]);
+            float* yo = y.row(g) + o;
+            *yo = accumulate ? *yo + sum : sum;
+        }
+    }
+}
+
 /// How far ahead the few-row kernel on bf16 weights fetches, in bytes of its stream, rounded to
 /// whole blocks of four weight rows (at least the next block). Two threads on Zen 5, weights on
 /// huge pages cycled from memory, 2 and 4 rows, the binaries alternated and compared in minutes
@@ -226,6 +288,9 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
     const index_t ahead =
         std::is_same_v<W, float> ? 1 : std::max<index_t>(1, (rows_nt_block_ahead + block_bytes / 2) / block_bytes);
     const bool into_l1 = !std::is_same_v<W, float> && stream_fetch_into_l1();
+    if constexpr (std::is_same_v<W, bf16>) {
+        if (x.rows == 2 && !into_l1) return gemv_two_rows_nt(x, w, y, o0, o1, accumulate);
+    }
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const W* wr[4];  // a short last block repeats its last row; those sums are not stored
