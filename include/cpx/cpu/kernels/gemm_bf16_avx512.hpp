@@ -50,8 +50,8 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel, over `pairs` input pairs.
 /// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
 /// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written. Ahead:
-/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream.
-template <int MR, bool Ahead>
+/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream if Own.
+template <int MR, bool Ahead, bool Own = true>
 CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
                                         float* c, index_t ldc, index_t cols, bool load_c,
                                         avx512_tile::Prefetcher ahead) {
@@ -62,7 +62,7 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
     for (index_t p = 0; p < pairs; ++p) {
         const bf16* bp = b + p * (packed_panel_cols * 2);
         if constexpr (Ahead) ahead.step();
-        else if constexpr (MR > 1) avx512_tile::fetch_stream(bp);
+        else if constexpr (MR > 1 && Own) avx512_tile::fetch_stream(bp);
         __m512bh bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
@@ -81,7 +81,9 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
                         index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, pairs, c, ldc, cols, load_c, ahead); });
+    avx512_tile::for_rows_fetching(rows, ahead, [&]<int R, bool Ahead, bool Own>() {
+        tile<R, Ahead, Own>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
+    });
 }
 
 }  // namespace cpx::cpu::avx512_bf16

@@ -42,8 +42,8 @@ namespace cpx::cpu::avx512_f32 {
 inline constexpr int tile_rows = avx512_tile::rows;
 
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs. Ahead:
-/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream.
-template <int MR, bool Ahead>
+/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream if Own.
+template <int MR, bool Ahead, bool Own = true>
 CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
                                    index_t cols, bool load_c, avx512_tile::Prefetcher ahead) {
     constexpr int NV = avx512_tile::vectors;
@@ -54,7 +54,7 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
     for (index_t k = 0; k < depth; ++k) {
         const float* bk = b + k * packed_panel_cols;
         if constexpr (Ahead) ahead.step();
-        else if constexpr (MR > 1) avx512_tile::fetch_stream(bk);
+        else if constexpr (MR > 1 && Own) avx512_tile::fetch_stream(bk);
         __m512 bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(bk + 16 * v);
@@ -71,7 +71,9 @@ CPX_TARGET_AVX512 inline void tile(const float* a, index_t lda, const float* b, 
 /// tile<rows> for 1 <= rows <= tile_rows.
 inline void tile_rows_n(int rows, const float* a, index_t lda, const float* b, index_t depth, float* c, index_t ldc,
                         index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() { tile<R, Ahead>(a, lda, b, depth, c, ldc, cols, load_c, ahead); });
+    avx512_tile::for_rows_fetching(rows, ahead, [&]<int R, bool Ahead, bool Own>() {
+        tile<R, Ahead, Own>(a, lda, b, depth, c, ldc, cols, load_c, ahead);
+    });
 }
 
 namespace detail {
@@ -98,7 +100,7 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void half_pair(avx512_tile::Accumulators<MR>&
 /// tile() on bf16 panels: c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel in fp32, each bf16
 /// weight widened exactly. `half_last`: the last pair has only its even input (an odd K):
 /// a[.., 2 pairs - 1] is neither read nor multiplied.
-template <int MR, bool Ahead>
+template <int MR, bool Ahead, bool Own = true>
 CPX_TARGET_AVX512 inline void tile_bf16(const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
                                         float* c, index_t ldc, index_t cols, bool load_c,
                                         avx512_tile::Prefetcher ahead) {
@@ -110,7 +112,7 @@ CPX_TARGET_AVX512 inline void tile_bf16(const float* a, index_t lda, const bf16*
     for (index_t p = 0; p < full; ++p) {
         const bf16* bp = b + p * (packed_panel_cols * 2);
         if constexpr (Ahead) ahead.step();
-        else if constexpr (MR > 1) avx512_tile::fetch_stream(bp);
+        else if constexpr (MR > 1 && Own) avx512_tile::fetch_stream(bp);
         detail::half_pair<MR, false>(acc, arow, p, bp);
         detail::half_pair<MR, true>(acc, arow, p, bp);
     }
@@ -121,8 +123,8 @@ CPX_TARGET_AVX512 inline void tile_bf16(const float* a, index_t lda, const bf16*
 /// tile_bf16<rows> for 1 <= rows <= tile_rows.
 inline void tile_bf16_rows_n(int rows, const float* a, index_t lda, const bf16* b, index_t pairs, bool half_last,
                              float* c, index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
-    avx512_tile::for_rows(rows, ahead, [&]<int R, bool Ahead>() {
-        tile_bf16<R, Ahead>(a, lda, b, pairs, half_last, c, ldc, cols, load_c, ahead);
+    avx512_tile::for_rows_fetching(rows, ahead, [&]<int R, bool Ahead, bool Own>() {
+        tile_bf16<R, Ahead, Own>(a, lda, b, pairs, half_last, c, ldc, cols, load_c, ahead);
     });
 }
 
