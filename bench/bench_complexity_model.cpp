@@ -170,7 +170,7 @@ void register_all() {
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 2);
     prefill<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     for (index_t ctx : {128, 512, 2048}) decode<ComplexityDeep187M, bf16>("187M", 1, ctx, 2);
-    // Two sequences: the few-row products' two-row stream (avx512::gemv_two_rows_nt).
+    // Two sequences: the few-row products' two-row stream (avx512::detail::gemv_two_rows_nt).
     for (index_t batch : {2, 4, 8, 16}) decode<ComplexityDeep187M, bf16>("187M", batch, 512, 2);
     decode<ComplexityDeep187M, bf16>("187M", 1, 512, 1);
     // Decode under bf16 arithmetic: the products read the bf16 packs (fp32 weights too).

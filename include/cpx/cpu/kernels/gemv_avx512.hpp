@@ -25,7 +25,7 @@
 //   less time on one core (bench_linear, incl. the 98 MB output head), level
 //   to 12% less on two.
 // - Two input rows on bf16 weights, on CPUs that fetch nothing ahead: the one-row kernel's
-//   single stream with both rows' sums (gemv_two_rows_nt, measured there).
+//   single stream with both rows' sums (detail::gemv_two_rows_nt, measured there).
 // - Other few-row counts: dot products. A block of four weight rows is loaded (and, for
 //   bf16, widened) once per group of up to four input rows, whose
 //   accumulators stay in registers. bf16: a 32-bit word holds two neighbouring
@@ -197,7 +197,6 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
         }
     }
 }
-}  // namespace detail
 
 /// Two input rows against bf16 weight rows [o0, o1) read one after the other (one ascending
 /// stream per thread, as gemv_row_nt reads one row), four lines per step into 2 x 4
@@ -210,16 +209,14 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 /// to 1,024 inputs and up to 2.2x slower on 1,536 (the rows' split inputs, 24 KiB at four rows,
 /// no longer stay in L1 beside the stream); two weight rows side by side instead of four were
 /// level or slower at every row count.
-template <class W>
-CPX_TARGET_AVX512 void gemv_two_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
-                                        const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
-    static_assert(std::is_same_v<W, bf16>, "the two-row stream reads bf16 weights");
+CPX_TARGET_AVX512 inline void gemv_two_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const bf16>& w,
+                                               const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     constexpr int L = 4;
     constexpr index_t line = 32;  // bf16 inputs per 64-byte line
     const index_t in = w.cols, body = in / line * line, steps = body / (L * line) * (L * line);
     const float* xr[2] = {xs.row(0), xs.row(1)};
     for (index_t o = o0; o < o1; ++o) {
-        const W* r = w.data + o * w.ld;
+        const bf16* r = w.data + o * w.ld;
         __m512 a[2][L];
         for (auto& ag : a)
             for (auto& v : ag) v = _mm512_setzero_ps();
@@ -258,6 +255,7 @@ CPX_TARGET_AVX512 void gemv_two_rows_nt(const StridedMatrix<const float>& xs, co
         }
     }
 }
+}  // namespace detail
 
 /// How far ahead the few-row kernel on bf16 weights fetches, in bytes of its stream, rounded to
 /// whole blocks of four weight rows (at least the next block). Two threads on Zen 5, weights on
@@ -289,7 +287,7 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
         std::is_same_v<W, float> ? 1 : std::max<index_t>(1, (rows_nt_block_ahead + block_bytes / 2) / block_bytes);
     const bool into_l1 = !std::is_same_v<W, float> && stream_fetch_into_l1();
     if constexpr (std::is_same_v<W, bf16>) {
-        if (x.rows == 2 && !into_l1) return gemv_two_rows_nt(x, w, y, o0, o1, accumulate);
+        if (x.rows == 2 && !into_l1) return detail::gemv_two_rows_nt(x, w, y, o0, o1, accumulate);
     }
     for (index_t o = o0; o < o1; o += 4) {
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
