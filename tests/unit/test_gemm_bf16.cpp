@@ -372,8 +372,12 @@ TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
     for (const Kernel kernel : all_kernels) {
         if (!runnable(kernel)) continue;
         for (const cpu::PanelLayout layout : layouts_of(kernel)) {
-            for (bool accumulate : {false, true})
+            for (bool accumulate : {false, true}) {
                 run_case(Case{9, k, 70}, accumulate, cpu::WeightOrientation::out_in, kernel, layout);
+                // Decode's few rows: one tile, each panel's blocks in turn (panel_gemm::thread_share).
+                run_case(Case{1, k, 130}, accumulate, cpu::WeightOrientation::out_in, kernel, layout);
+                run_case(Case{4, k, 200}, accumulate, cpu::WeightOrientation::out_in, kernel, layout);
+            }
             run_case(Case{40, k, 64}, true, cpu::WeightOrientation::out_in, kernel, layout);
         }
     }

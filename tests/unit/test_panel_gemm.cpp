@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -74,6 +75,17 @@ TEST_CASE("panel schedule: every tile of every input block once; each tile fetch
                             else
                                 runs.back().second = i + 1;
                         const bool ahead = hi - lo > tile_rows;
+                        if (!ahead) {  // one tile: each panel's blocks in turn, ascending, the panel not revisited
+                            std::set<index_t> done;
+                            for (std::size_t i = 0; i < calls.size(); ++i) {
+                                if (i > 0 && calls[i].panel == calls[i - 1].panel) {
+                                    CHECK(calls[i].group > calls[i - 1].group);
+                                } else {
+                                    CHECK(calls[i].group == 0);
+                                    CHECK(done.insert(calls[i].panel).second);
+                                }
+                            }
+                        }
                         for (std::size_t b = 0; b < runs.size(); ++b) {
                             index_t covered = 0;
                             for (std::size_t i = runs[b].first; i < runs[b].second; ++i) {
