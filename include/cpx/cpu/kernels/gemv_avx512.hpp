@@ -143,6 +143,14 @@ void in_row_groups(index_t rows, Block&& block) {
     }
 }
 
+/// The inputs [body, in) of weight row r against xs (no vector lines left there).
+template <class W>
+inline float row_tail(const float* xs, const W* r, index_t body, index_t in) {
+    float sum = 0.0f;
+    for (index_t i = body; i < in; ++i) sum += xs[i] * to_float(r[i]);
+    return sum;
+}
+
 /// G input rows from m0 against four weight rows wr (fp32 or bf16; a short last
 /// block repeats its last row, and only rows_here sums are stored): each chunk
 /// of the weights is loaded (bf16: and widened) once for all G rows, G x 4
@@ -200,6 +208,44 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
     }
 }
 
+/// gemv_two_rows_nt's sums of one weight row r: its partial sums against both input rows
+/// (the inputs past `body`, whole lines: row_tail).
+CPX_TARGET_AVX512 CPX_FORCE_INLINE void two_rows_partials(const float* const (&xr)[2], const bf16* r, index_t body,
+                                                          index_t steps, __m512& first, __m512& second) {
+    constexpr int L = 4;
+    constexpr index_t line = 32;  // bf16 inputs per 64-byte line
+    __m512 a[2][L];
+    for (auto& ag : a)
+        for (auto& v : ag) v = _mm512_setzero_ps();
+    index_t i = 0;
+    for (; i < steps; i += L * line) {
+        __m512 lo[L], hi[L];
+#pragma GCC unroll 4
+        for (int k = 0; k < L; ++k) {
+            const __m512i words = _mm512_loadu_si512(&r[i + k * line].bits);
+            lo[k] = bf16_low_halves(words), hi[k] = bf16_high_halves(words);
+        }
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; ++g)
+#pragma GCC unroll 4
+            for (int k = 0; k < L; ++k) {
+                const float* xk = xr[g] + i + k * line;
+                a[g][k] = _mm512_fmadd_ps(hi[k], _mm512_loadu_ps(xk + 16),
+                                          _mm512_fmadd_ps(lo[k], _mm512_loadu_ps(xk), a[g][k]));
+            }
+    }
+    for (; i < body; i += line) {
+        const __m512i words = _mm512_loadu_si512(&r[i].bits);
+        const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; ++g)
+            a[g][0] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr[g] + i + 16),
+                                      _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr[g] + i), a[g][0]));
+    }
+    first = _mm512_add_ps(_mm512_add_ps(a[0][0], a[0][1]), _mm512_add_ps(a[0][2], a[0][3]));
+    second = _mm512_add_ps(_mm512_add_ps(a[1][0], a[1][1]), _mm512_add_ps(a[1][2], a[1][3]));
+}
+
 /// Two input rows against bf16 weight rows [o0, o1) read one after the other (one ascending
 /// stream per thread, as gemv_row_nt reads one row), four lines per step into 2 x 4
 /// accumulators; xs: both rows split by parity. Where nothing is fetched ahead (every CPU but
@@ -213,45 +259,36 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 /// level or slower at every row count.
 CPX_TARGET_AVX512 inline void gemv_two_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const bf16>& w,
                                                const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
-    constexpr int L = 4;
     constexpr index_t line = 32;  // bf16 inputs per 64-byte line
-    const index_t in = w.cols, body = in / line * line, steps = body / (L * line) * (L * line);
-    const float* xr[2] = {xs.row(0), xs.row(1)};
-    for (index_t o = o0; o < o1; ++o) {
-        const bf16* r = w.data + o * w.ld;
-        __m512 a[2][L];
-        for (auto& ag : a)
-            for (auto& v : ag) v = _mm512_setzero_ps();
-        index_t i = 0;
-        for (; i < steps; i += L * line) {
-            __m512 lo[L], hi[L];
-#pragma GCC unroll 4
-            for (int k = 0; k < L; ++k) {
-                const __m512i words = _mm512_loadu_si512(&r[i + k * line].bits);
-                lo[k] = bf16_low_halves(words), hi[k] = bf16_high_halves(words);
-            }
-#pragma GCC unroll 2
-            for (int g = 0; g < 2; ++g)
-#pragma GCC unroll 4
-                for (int k = 0; k < L; ++k) {
-                    const float* xk = xr[g] + i + k * line;
-                    a[g][k] = _mm512_fmadd_ps(hi[k], _mm512_loadu_ps(xk + 16),
-                                              _mm512_fmadd_ps(lo[k], _mm512_loadu_ps(xk), a[g][k]));
-                }
-        }
-        for (; i < body; i += line) {
-            const __m512i words = _mm512_loadu_si512(&r[i].bits);
-            const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
-#pragma GCC unroll 2
-            for (int g = 0; g < 2; ++g)
-                a[g][0] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr[g] + i + 16),
-                                          _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr[g] + i), a[g][0]));
-        }
+    const index_t in = w.cols, body = in / line * line, steps = body / (4 * line) * (4 * line);
+    const float* const xr[2] = {xs.row(0), xs.row(1)};
+    index_t o = o0;
+    // Weight rows in blocks of eight, each input row's eight partial sums reduced together (as
+    // gemv_row_nt_fetching's).
+    for (; o + 8 <= o1; o += 8) {
+        __m512 v[2][8];
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; ++j) two_rows_partials(xr, w.data + (o + j) * w.ld, body, steps, v[0][j], v[1][j]);
 #pragma GCC unroll 2
         for (int g = 0; g < 2; ++g) {
-            float sum = _mm512_reduce_add_ps(
-                _mm512_add_ps(_mm512_add_ps(a[g][0], a[g][1]), _mm512_add_ps(a[g][2], a[g][3])));
-            for (index_t j = body; j < in; ++j) sum += xr[g][j] * to_float(r[j]);
+            __m256 sums = _mm512_castps512_ps256(sum_lanes_8(v[g]));
+            if (body < in) {
+                alignas(32) float tails[8];
+                for (int j = 0; j < 8; ++j) tails[j] = row_tail(xr[g], w.data + (o + j) * w.ld, body, in);
+                sums = _mm256_add_ps(sums, _mm256_load_ps(tails));
+            }
+            float* yo = y.row(g) + o;
+            if (accumulate) sums = _mm256_add_ps(sums, _mm256_loadu_ps(yo));
+            _mm256_storeu_ps(yo, sums);
+        }
+    }
+    for (; o < o1; ++o) {
+        const bf16* r = w.data + o * w.ld;
+        __m512 v[2];
+        two_rows_partials(xr, r, body, steps, v[0], v[1]);
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; ++g) {
+            const float sum = _mm512_reduce_add_ps(v[g]) + row_tail(xr[g], r, body, in);
             float* yo = y.row(g) + o;
             *yo = accumulate ? *yo + sum : sum;
         }
@@ -393,14 +430,6 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE __m512 row_partials(const float* xs, const W*
         }
     }
     return _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-}
-
-/// The inputs [body, in) of weight row r against xs (no vector lines left there).
-template <class W>
-inline float row_tail(const float* xs, const W* r, index_t body, index_t in) {
-    float sum = 0.0f;
-    for (index_t i = body; i < in; ++i) sum += xs[i] * to_float(r[i]);
-    return sum;
 }
 
 /// gemv_row_nt with the bf16 stream's fetch as F says (fp32 rows fetch into L2 4 KiB ahead, whatever F).
