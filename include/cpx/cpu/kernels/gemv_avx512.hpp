@@ -12,8 +12,7 @@
 //   and an and per two FMAs) ran at 55-60% of the FMA peak on AMD Zen 4, the
 //   buffer at 80-86% (16 rows, two threads, with the prefetch below).
 // - One input row on bf16 weights: dot products, one weight row after the
-//   other, against x split by parity once per call (below), finished eight rows
-//   at a time (lane_sums_avx512.hpp). Reading the four
+//   other, against x split by parity once per call (below). Reading the four
 //   rows of a block side by side, as the few-row kernel does, left one core at
 //   62-72% of the read rate; one ascending stream per thread took single-row
 //   products 17-25% less time on one core (187M qkv_mu 0.148-0.153 -> 0.114-0.115
@@ -94,7 +93,6 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/prefetch_lines.hpp"
 #include "cpx/cpu/kernels/bf16_widen.hpp"
-#include "cpx/cpu/kernels/lane_sums_avx512.hpp"
 #include "cpx/cpu/kernels/sequence_lanes.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
@@ -141,14 +139,6 @@ void in_row_groups(index_t rows, Block&& block) {
         case 1: block(std::integral_constant<int, 1>{}, m0); break;
         default: break;
     }
-}
-
-/// The inputs [body, in) of weight row r against xs (no vector lines left there).
-template <class W>
-inline float row_tail(const float* xs, const W* r, index_t body, index_t in) {
-    float sum = 0.0f;
-    for (index_t i = body; i < in; ++i) sum += xs[i] * to_float(r[i]);
-    return sum;
 }
 
 /// G input rows from m0 against four weight rows wr (fp32 or bf16; a short last
@@ -208,44 +198,6 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
     }
 }
 
-/// gemv_two_rows_nt's sums of one weight row r: its partial sums against both input rows
-/// (the inputs past `body`, whole lines: row_tail).
-CPX_TARGET_AVX512 CPX_FORCE_INLINE void two_rows_partials(const float* const (&xr)[2], const bf16* r, index_t body,
-                                                          index_t steps, __m512& first, __m512& second) {
-    constexpr int L = 4;
-    constexpr index_t line = 32;  // bf16 inputs per 64-byte line
-    __m512 a[2][L];
-    for (auto& ag : a)
-        for (auto& v : ag) v = _mm512_setzero_ps();
-    index_t i = 0;
-    for (; i < steps; i += L * line) {
-        __m512 lo[L], hi[L];
-#pragma GCC unroll 4
-        for (int k = 0; k < L; ++k) {
-            const __m512i words = _mm512_loadu_si512(&r[i + k * line].bits);
-            lo[k] = bf16_low_halves(words), hi[k] = bf16_high_halves(words);
-        }
-#pragma GCC unroll 2
-        for (int g = 0; g < 2; ++g)
-#pragma GCC unroll 4
-            for (int k = 0; k < L; ++k) {
-                const float* xk = xr[g] + i + k * line;
-                a[g][k] = _mm512_fmadd_ps(hi[k], _mm512_loadu_ps(xk + 16),
-                                          _mm512_fmadd_ps(lo[k], _mm512_loadu_ps(xk), a[g][k]));
-            }
-    }
-    for (; i < body; i += line) {
-        const __m512i words = _mm512_loadu_si512(&r[i].bits);
-        const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
-#pragma GCC unroll 2
-        for (int g = 0; g < 2; ++g)
-            a[g][0] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr[g] + i + 16),
-                                      _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr[g] + i), a[g][0]));
-    }
-    first = _mm512_add_ps(_mm512_add_ps(a[0][0], a[0][1]), _mm512_add_ps(a[0][2], a[0][3]));
-    second = _mm512_add_ps(_mm512_add_ps(a[1][0], a[1][1]), _mm512_add_ps(a[1][2], a[1][3]));
-}
-
 /// Two input rows against bf16 weight rows [o0, o1) read one after the other (one ascending
 /// stream per thread, as gemv_row_nt reads one row), four lines per step into 2 x 4
 /// accumulators; xs: both rows split by parity. Where nothing is fetched ahead (every CPU but
@@ -259,36 +211,45 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void two_rows_partials(const float* const (&x
 /// level or slower at every row count.
 CPX_TARGET_AVX512 inline void gemv_two_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const bf16>& w,
                                                const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
+    constexpr int L = 4;
     constexpr index_t line = 32;  // bf16 inputs per 64-byte line
-    const index_t in = w.cols, body = in / line * line, steps = body / (4 * line) * (4 * line);
-    const float* const xr[2] = {xs.row(0), xs.row(1)};
-    index_t o = o0;
-    // Weight rows in blocks of eight, each input row's eight partial sums reduced together (as
-    // gemv_row_nt_fetching's).
-    for (; o + 8 <= o1; o += 8) {
-        __m512 v[2][8];
-#pragma GCC unroll 1
-        for (int j = 0; j < 8; ++j) two_rows_partials(xr, w.data + (o + j) * w.ld, body, steps, v[0][j], v[1][j]);
-#pragma GCC unroll 2
-        for (int g = 0; g < 2; ++g) {
-            __m256 sums = _mm512_castps512_ps256(sum_lanes_8(v[g]));
-            if (body < in) {
-                alignas(32) float tails[8];
-                for (int j = 0; j < 8; ++j) tails[j] = row_tail(xr[g], w.data + (o + j) * w.ld, body, in);
-                sums = _mm256_add_ps(sums, _mm256_load_ps(tails));
-            }
-            float* yo = y.row(g) + o;
-            if (accumulate) sums = _mm256_add_ps(sums, _mm256_loadu_ps(yo));
-            _mm256_storeu_ps(yo, sums);
-        }
-    }
-    for (; o < o1; ++o) {
+    const index_t in = w.cols, body = in / line * line, steps = body / (L * line) * (L * line);
+    const float* xr[2] = {xs.row(0), xs.row(1)};
+    for (index_t o = o0; o < o1; ++o) {
         const bf16* r = w.data + o * w.ld;
-        __m512 v[2];
-        two_rows_partials(xr, r, body, steps, v[0], v[1]);
+        __m512 a[2][L];
+        for (auto& ag : a)
+            for (auto& v : ag) v = _mm512_setzero_ps();
+        index_t i = 0;
+        for (; i < steps; i += L * line) {
+            __m512 lo[L], hi[L];
+#pragma GCC unroll 4
+            for (int k = 0; k < L; ++k) {
+                const __m512i words = _mm512_loadu_si512(&r[i + k * line].bits);
+                lo[k] = bf16_low_halves(words), hi[k] = bf16_high_halves(words);
+            }
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; ++g)
+#pragma GCC unroll 4
+                for (int k = 0; k < L; ++k) {
+                    const float* xk = xr[g] + i + k * line;
+                    a[g][k] = _mm512_fmadd_ps(hi[k], _mm512_loadu_ps(xk + 16),
+                                              _mm512_fmadd_ps(lo[k], _mm512_loadu_ps(xk), a[g][k]));
+                }
+        }
+        for (; i < body; i += line) {
+            const __m512i words = _mm512_loadu_si512(&r[i].bits);
+            const __m512 lo = bf16_low_halves(words), hi = bf16_high_halves(words);
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; ++g)
+                a[g][0] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr[g] + i + 16),
+                                          _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr[g] + i), a[g][0]));
+        }
 #pragma GCC unroll 2
         for (int g = 0; g < 2; ++g) {
-            const float sum = _mm512_reduce_add_ps(v[g]) + row_tail(xr[g], r, body, in);
+            float sum = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(a[g][0], a[g][1]), _mm512_add_ps(a[g][2], a[g][3])));
+            for (index_t j = body; j < in; ++j) sum += xr[g][j] * to_float(r[j]);
             float* yo = y.row(g) + o;
             *yo = accumulate ? *yo + sum : sum;
         }
@@ -389,77 +350,52 @@ inline constexpr index_t row_nt_ahead = 8192;
 /// KiB ahead all read less): 2560x768 to 32000x768 products, one thread,
 /// alternated in one process.
 namespace detail {
-/// One weight row r against xs over its `body` inputs in whole lines: the row's 16 partial sums
-/// (the inputs past them: row_tail).
-template <class W, Fetch F>
-CPX_TARGET_AVX512 CPX_FORCE_INLINE __m512 row_partials(const float* xs, const W* r, index_t in, index_t body) {
-    constexpr index_t line = 64 / static_cast<index_t>(sizeof(W));  // inputs per 64-byte line
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    index_t i = 0;
-    if constexpr (std::is_same_v<W, float>) {
-        constexpr index_t unit = 64;  // four lines, one vector each
-        const char* ahead = reinterpret_cast<const char*>(r) + 4096;
-        for (const index_t steps = in / unit * unit; i < steps; i += unit) {
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                _mm_prefetch(ahead + 4 * (i + 16 * k), _MM_HINT_T1);
-                a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16 * k), _mm512_loadu_ps(xs + i + 16 * k), a[k]);
-            }
-        }
-        for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
-    } else {
-        for (const index_t quads = in / (4 * line) * (4 * line); i < quads; i += 4 * line) {
-            const char* ahead = reinterpret_cast<const char*>(r + i) + row_nt_ahead;
-            __m512i words[4];
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                fetch_lines<F>(ahead + 64 * k, 64);
-                words[k] = _mm512_loadu_si512(&r[i + k * line].bits);
-            }
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                a[k] = _mm512_fmadd_ps(bf16_low_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k), a[k]);
-                a[k] = _mm512_fmadd_ps(bf16_high_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k + 16), a[k]);
-            }
-        }
-        for (; i < body; i += line) {
-            fetch_lines<F>(reinterpret_cast<const char*>(r + i) + row_nt_ahead, 64);
-            const __m512i words = _mm512_loadu_si512(&r[i].bits);
-            a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
-            a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
-        }
-    }
-    return _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-}
-
 /// gemv_row_nt with the bf16 stream's fetch as F says (fp32 rows fetch into L2 4 KiB ahead, whatever F).
-/// Rows in blocks of eight whose partial sums are reduced together (sum_lanes_8) instead of
-/// each by its own horizontal sum: one core, weights cycled from memory, both loops in one
-/// process (Zen 4): bf16 rows of 384-512 inputs (PRISM-mini's 50,304-row head) 4-5% less time,
-/// of 768-1,024 7-10%, then within 3% of a plain read of the same bytes.
 template <class W, Fetch F>
 CPX_TARGET_AVX512 void gemv_row_nt_fetching(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0,
                                             index_t o1, bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
     constexpr index_t line = 64 / static_cast<index_t>(sizeof(W));  // inputs per 64-byte line
     const index_t in = w.cols, body = in / line * line;
-    index_t o = o0;
-    for (; o + 8 <= o1; o += 8) {
-        __m512 v[8];
-#pragma GCC unroll 1
-        for (int j = 0; j < 8; ++j) v[j] = row_partials<W, F>(xs, w.data + (o + j) * w.ld, in, body);
-        __m256 sums = _mm512_castps512_ps256(sum_lanes_8(v));
-        if (body < in) {
-            alignas(32) float tails[8];
-            for (int j = 0; j < 8; ++j) tails[j] = row_tail(xs, w.data + (o + j) * w.ld, body, in);
-            sums = _mm256_add_ps(sums, _mm256_load_ps(tails));
-        }
-        if (accumulate) sums = _mm256_add_ps(sums, _mm256_loadu_ps(y + o));
-        _mm256_storeu_ps(y + o, sums);
-    }
-    for (; o < o1; ++o) {
+    for (index_t o = o0; o < o1; ++o) {
         const W* r = w.data + o * w.ld;
-        const float sum = _mm512_reduce_add_ps(row_partials<W, F>(xs, r, in, body)) + row_tail(xs, r, body, in);
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        index_t i = 0;
+        if constexpr (std::is_same_v<W, float>) {
+            constexpr index_t unit = 64;  // four lines, one vector each
+            const char* ahead = reinterpret_cast<const char*>(r) + 4096;
+            for (const index_t steps = in / unit * unit; i < steps; i += unit) {
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    _mm_prefetch(ahead + 4 * (i + 16 * k), _MM_HINT_T1);
+                    a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16 * k), _mm512_loadu_ps(xs + i + 16 * k), a[k]);
+                }
+            }
+            for (; i < body; i += line) a[0] = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(xs + i), a[0]);
+        } else {
+            for (const index_t quads = in / (4 * line) * (4 * line); i < quads; i += 4 * line) {
+                const char* ahead = reinterpret_cast<const char*>(r + i) + row_nt_ahead;
+                __m512i words[4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    fetch_lines<F>(ahead + 64 * k, 64);
+                    words[k] = _mm512_loadu_si512(&r[i + k * line].bits);
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    a[k] = _mm512_fmadd_ps(bf16_low_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k), a[k]);
+                    a[k] = _mm512_fmadd_ps(bf16_high_halves(words[k]), _mm512_loadu_ps(xs + i + 32 * k + 16), a[k]);
+                }
+            }
+            for (; i < body; i += line) {
+                fetch_lines<F>(reinterpret_cast<const char*>(r + i) + row_nt_ahead, 64);
+                const __m512i words = _mm512_loadu_si512(&r[i].bits);
+                a[0] = _mm512_fmadd_ps(bf16_low_halves(words), _mm512_loadu_ps(xs + i), a[0]);
+                a[1] = _mm512_fmadd_ps(bf16_high_halves(words), _mm512_loadu_ps(xs + i + 16), a[1]);
+            }
+        }
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+        for (; i < in; ++i) sum += xs[i] * to_float(r[i]);
         y[o] = accumulate ? y[o] + sum : sum;
     }
 }
