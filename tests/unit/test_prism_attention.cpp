@@ -220,13 +220,13 @@ DecodedRow<KV> decode_after_prefill(const cpu::PrismAttentionWeights<W>& prefill
                                     int T, const std::vector<float>& residual, int threads, bool by_head,
                                     cpu::Write mode) {
     using S = FourChunks;
-    const int d = S::hidden, heads = S::physical_heads, D = S::head_dim;
-    cpu::PrismAttention<S, W, KV> layer(32);
+    const int d = S::hidden, heads = S::physical_heads, D = S::head_dim, capacity = std::max(T, 32);
+    cpu::PrismAttention<S, W, KV> layer(capacity);
     DecodedRow<KV> r;
-    r.k.assign(std::size_t(32) * heads * D, from_float<KV>(0.0f));
+    r.k.assign(std::size_t(capacity) * heads * D, from_float<KV>(0.0f));
     r.v = r.k;
-    const auto keys = cpu::packed_heads(r.k.data(), 32, heads, D);
-    const auto values = cpu::packed_heads(r.v.data(), 32, heads, D);
+    const auto keys = cpu::packed_heads(r.k.data(), capacity, heads, D);
+    const auto values = cpu::packed_heads(r.v.data(), capacity, heads, D);
     auto prefill_out = testing::poisoned<float>(std::size_t(T - 1) * d);
     const cpu::SequenceRows<KV> first{0, T - 1, 0, keys, values}, last{0, 1, T - 1, keys, values};
     layer.forward(prefill, cpu::rows_of(x.data(), T - 1, d), std::span(&first, 1),
@@ -246,9 +246,9 @@ DecodedRow<KV> decode_after_prefill(const cpu::PrismAttentionWeights<W>& prefill
 /// and the cached rows must be the same bits. `fp32_packs`: the head-by-head row is given U's
 /// fp32 packs too, which it leaves for the stored U (the same arithmetic, U read once).
 template <class W, class KV>
-void check_decode_by_head(int threads, cpu::Write mode, bool fp32_packs = false) {
+void check_decode_by_head(int threads, cpu::Write mode, bool fp32_packs = false, int T = 23) {
     using S = FourChunks;
-    const int d = S::hidden, T = 23;
+    const int d = S::hidden;
     const auto u = four_chunks_u<W>(181);
     const cpu::PrismAttentionWeights<W> w{Matrix<const W>(u.data(), S::u_rows, d), 0.35f};
     const StridedMatrix<const W> stored = cpu::rows_of(w.u);
@@ -284,6 +284,11 @@ TEST_CASE("a decode row run head by head gives the whole layer's bits (fp32/bf16
         check_decode_by_head<float, float>(threads, cpu::Write::accumulate, true);
         check_decode_by_head<bf16, bf16>(threads, cpu::Write::overwrite, true);
     }
+    // Past 704 cached keys a FourChunks head's rows of fp32 U, keys and values exceed half the
+    // phase budget: one head per phase instead of two.
+    static_assert(cpu::PrismAttention<FourChunks>::heads_per_phase(23) == 2);
+    static_assert(cpu::PrismAttention<FourChunks>::heads_per_phase(720) == 1);
+    check_decode_by_head<float, float>(2, cpu::Write::overwrite, false, 720);
 }
 
 namespace {

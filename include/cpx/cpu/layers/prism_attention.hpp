@@ -76,6 +76,27 @@ public:
         return false;
     }
 
+    /// Heads decode_row takes per phase at `keys` cached positions: the most (a power of two
+    /// dividing a chunk's heads) whose rows of U, keys and values fit phase_bytes, so that the
+    /// first product reads one longer stream of U and its rows are still in L2 for the second.
+    /// 768 KiB: three quarters of the 1 MiB L2 of Zen 4 and Zen 5 cores (Sapphire Rapids: 2 MiB).
+    /// PRISM-mini batch-1 steps, one thread (Zen 4, both choices in one process, each step over
+    /// a read of its bytes): bf16 U and cache at 512 keys (two heads, not one) 1.5-2% less time,
+    /// at 128 (four) 3-4%; fp32 at 128 (two) 1.5%; on two threads level. Four heads at 512 keys,
+    /// past the budget: 2.5% less on one thread, 2% more on two.
+    static constexpr std::size_t phase_bytes = std::size_t{768} << 10;
+    static constexpr int heads_per_phase([[maybe_unused]] index_t keys) {
+#ifdef CPX_HAVE_GEMV_AVX512
+        const std::size_t head =
+            std::size_t{D} * (S::hidden * sizeof(W) + 2 * static_cast<std::size_t>(keys) * sizeof(KV));
+        int g = 1;
+        while (heads_in_chunk % (2 * g) == 0 && static_cast<std::size_t>(2 * g) * head <= phase_bytes) g *= 2;
+        return g;
+#else
+        return 1;
+#endif
+    }
+
     explicit PrismAttention(index_t max_positions)
         : signal_(S::signal_rope, D, max_positions), noise_(S::noise_rope, D, max_positions) {}
 
@@ -191,13 +212,14 @@ private:
 #ifdef CPX_HAVE_GEMV_AVX512
     /// Chunks of U's rows in the input-major product (gemv_rows_nn_streamed's split).
     static constexpr index_t chunks = avx512::row_nn_chunks(width);
+    static constexpr int heads_in_chunk = decodes_by_head ? static_cast<int>(width / chunks / D) : 1;
 #endif
 
     /// One sequence's one new row through its cache (batch-1 decode, AVX-512), head by head:
     /// each thread takes whole chunks of U's rows, as the output product splits them, and for
-    /// each head of its chunk projects the head's D rows of U, rotates and caches it, attends
-    /// over the cache and adds the head's rows of U times its output to the chunk's partial
-    /// sums; the chunks are then summed in order. U unpacked or in fp32 packs: every number is
+    /// each phase of its chunk's heads (heads_per_phase) projects the heads' rows of U, rotates
+    /// and caches them, attends over the cache and adds the heads' rows of U times their output
+    /// to the chunk's partial sums; the chunks are then summed in order. U unpacked or in fp32 packs: every number is
     /// the one the whole-layer path computes (each sum takes the same rows in the same order),
     /// but U's rows are read the second time a head's cache pass after the first (from L2),
     /// not after every head's (from L3 or memory), and the layer forks once instead of three
@@ -245,29 +267,30 @@ private:
             const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
             const float scale = static_cast<float>(1.0 / std::sqrt(S::output_scale_squared_inverse));
             const float noise_scale = -w.lambda * scale;
+            const int g = heads_per_phase(position + 1);
             parallel_team(max_threads(), [&](int t, int team) {
                 for_share(chunks, t, team, [&](index_t c) {
-                    constexpr int heads_in_chunk = static_cast<int>(width / chunks / D);
-                    for (int j = 0; j < heads_in_chunk; ++j) {
-                        const int head = static_cast<int>(c) * heads_in_chunk + j;
-                        const index_t r0 = static_cast<index_t>(head) * D;
-                        linear<W>(x, u.rows_range(r0, D), StridedMatrix<float>{h + r0, 1, D, D}, Write::overwrite,
+                    for (int j = 0; j < heads_in_chunk; j += g) {
+                        const int first = static_cast<int>(c) * heads_in_chunk + j;
+                        const index_t r0 = static_cast<index_t>(first) * D, n = static_cast<index_t>(g) * D;
+                        linear<W>(x, u.rows_range(r0, n), StridedMatrix<float>{h + r0, 1, n, n}, Write::overwrite,
                                   head_scratch_[static_cast<std::size_t>(t)]);
-                        std::copy_n(h + r0, D, rotated + r0);
-                        const HeadRows<float> q = packed_heads(rotated + r0, 1, 1, D);
-                        apply_rope(head < H ? signal_ : noise_, q, position);
-                        store(q, s.cache_k.sub_heads(head, 1), position);
-                        store(packed_heads(h + r0, 1, 1, D), s.cache_v.sub_heads(head, 1), position);
-                        const AttentionProblem<KV> problem{q, s.cache_k.sub_heads(head, 1),
-                                                           s.cache_v.sub_heads(head, 1),
-                                                           packed_heads(y + r0, 1, 1, D), position};
+                        std::copy_n(h + r0, n, rotated + r0);
+                        const HeadRows<float> q = packed_heads(rotated + r0, 1, g, D);
+                        for (int i = 0; i < g; ++i)
+                            apply_rope(first + i < H ? signal_ : noise_, q.sub_heads(i, 1), position);
+                        store(q, s.cache_k.sub_heads(first, g), position);
+                        store(packed_heads(h + r0, 1, g, D), s.cache_v.sub_heads(first, g), position);
+                        const AttentionProblem<KV> problem{q, s.cache_k.sub_heads(first, g),
+                                                           s.cache_v.sub_heads(first, g),
+                                                           packed_heads(y + r0, 1, g, D), position};
                         causal_attention_batch<KV>(std::span(&problem, 1), softmax_scale, ws_, Compute::fp32);
-                        const float f = head < H ? scale : noise_scale;
-                        for (index_t i = r0; i < r0 + D; ++i) y[i] *= f;
-                        if (bf16_inputs)
-                            for (index_t i = r0; i < r0 + D; ++i) y[i] = rounded_to<bf16>(y[i]);
+                        for (index_t i = r0; i < r0 + n; ++i) {
+                            y[i] *= i < H * D ? scale : noise_scale;
+                            if (bf16_inputs) y[i] = rounded_to<bf16>(y[i]);
+                        }
                         avx512::detail::gemv_band_nn_part<W, 1>(StridedMatrix<const float>{y, 1, width, width}, 0, u,
-                                                                r0, r0 + D, parts + c * stride, stride, j > 0);
+                                                                r0, r0 + n, parts + c * stride, stride, j > 0);
                     }
                 });
                 team_barrier(team);
