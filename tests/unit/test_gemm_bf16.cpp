@@ -349,10 +349,13 @@ TEST_CASE("bf16 product on rounded inputs: levels without bf16 inputs, short row
 
 TEST_CASE("bf16 product: tails in M, N and K, both modes, both weight orientations") {
     // M around the micro-kernels' 6 and the tiles' 16 and 32 rows, K around whole
-    // chunks of 16 pairs (64 inputs: two chunks, none left), N around 64-column panels.
+    // chunks of 16 pairs (64 inputs: two chunks, none left), N around 64-column panels;
+    // {40, 1100, 1100}: two input blocks (512 pairs and a tail of 38) and 18 panels, so that
+    // each of two threads walks more than the AMX order's block of 8 panels per tile of rows
+    // (amx::row_tile_panels).
     const Case cases[] = {{1, 1, 1},      {1, 2, 64},      {5, 3, 17},    {6, 31, 65},   {7, 64, 63},
                           {16, 32, 64},   {32, 64, 64},    {33, 65, 1},   {31, 96, 128}, {13, 257, 130},
-                          {200, 300, 200}, {37, 700, 129}, {400, 96, 70}};
+                          {200, 300, 200}, {37, 700, 129}, {400, 96, 70}, {40, 1100, 1100}};
     for (const Kernel kernel : all_kernels) {
         if (!runnable(kernel)) continue;
         for (const cpu::PanelLayout layout : layouts_of(kernel)) {

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "cpx/core/error.hpp"
@@ -132,7 +133,8 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
                                          rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
                                          y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
                                          accumulate || !first_block);
-                                 });
+                                 },
+                                 std::numeric_limits<index_t>::max(), cpx::cpu::amx::row_tile_panels);
         AmxIsa::release();
         return;
     }

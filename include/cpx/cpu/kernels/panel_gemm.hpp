@@ -10,7 +10,9 @@
 // `block_panels` panels of output per block, so C stays in L2 across the input
 // blocks and is read and written once per input block. Threads take a grid of
 // row ranges x panel ranges, panels first (each thread then reads only its
-// share of B).
+// share of B). A kernel whose tile is expensive to refill from L2 (AMX) can
+// instead walk each tile of rows over a few panels before the next tile
+// (`row_tile_panels`).
 
 #include <algorithm>
 #include <limits>
@@ -55,6 +57,13 @@ struct Lookahead {
 /// share, where rows <= tile_rows and first_block tells whether this is the first input block
 /// (C not yet written by this call).
 ///
+/// row_tile_panels > 0: per block of that many panels and input block, each tile of rows runs
+/// over the block's panels in turn before the next tile, so its rows of A are read from L2 once
+/// for all of them while the panels' block stays in L2 (no lookahead). The AMX kernel's order:
+/// its tile product reads 1 KiB of A or B per 16 x 16 x 32 product, and the 187M bf16-compute
+/// prefill at 512 tokens on one core took 5% less time (185 vs 196 ms, alternated in one process,
+/// Xeon with AMX) than in the order below.
+///
 /// Lookahead: the first tile over a block of B reads it from memory and the others from L2,
 /// so with only a few tiles per block (batched decode) memory idled while the
 /// later tiles computed. Wherever a thread has more than one tile of rows, each tile fetches
@@ -70,7 +79,7 @@ struct Lookahead {
 template <class Tile>
 void thread_share(int t, int team, index_t m, index_t panels, index_t depth, index_t block_depth, int tile_rows,
                   RangeClaims& claims, Tile&& tile,
-                  index_t single_tile_ahead = std::numeric_limits<index_t>::max()) {
+                  index_t single_tile_ahead = std::numeric_limits<index_t>::max(), index_t row_tile_panels = 0) {
     // One tile of rows [r, r + rows): no tile reuses a block of B, so each panel's blocks run in
     // turn and B is read as one ascending stream, without lookahead.
     const auto whole_panel = [&](index_t r, index_t rows, index_t p) {
@@ -95,6 +104,19 @@ void thread_share(int t, int team, index_t m, index_t panels, index_t depth, ind
         // 8-11% less time for one row, 5-7% for four (bf16 and widened panels alike).
         if (r0 < r1)
             for (index_t p = p0; p < p1; ++p) whole_panel(r0, r1 - r0, p);
+        return;
+    }
+    if (row_tile_panels > 0) {
+        for (index_t pb = p0; pb < p1; pb += row_tile_panels) {
+            const index_t pe = std::min(p1, pb + row_tile_panels);
+            for (index_t g = 0; g < depth; g += block_depth) {
+                const index_t gn = std::min(block_depth, depth - g);
+                for (index_t r = r0; r < r1; r += tile_rows) {
+                    const int rows = static_cast<int>(std::min<index_t>(tile_rows, r1 - r));
+                    for (index_t p = pb; p < pe; ++p) tile(r, rows, p, g, gn, g == 0, Lookahead{});
+                }
+            }
+        }
         return;
     }
     for (index_t mb = r0; mb < r1; mb += block_rows) {
