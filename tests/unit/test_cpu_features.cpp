@@ -22,7 +22,8 @@ TEST_CASE("cpu features: levels imply the ones below, vendor and family agree wi
         CHECK(f.amd);
         if (f.avx2) CHECK(f.family >= 0x15);  // AMD's first AVX2 parts (Excavator) are family 0x15
     }
-    if (f.model.find("Intel") != std::string::npos) CHECK_FALSE(f.amd);
+    if (f.model.find("Intel") != std::string::npos) CHECK(f.intel);
+    CHECK_FALSE((f.amd && f.intel));
     // Linux decodes the same CPUID fields for every processor it lists: the first one's must match.
     std::ifstream info("/proc/cpuinfo");
     int seen = 0;
@@ -33,6 +34,7 @@ TEST_CASE("cpu features: levels imply the ones below, vendor and family agree wi
         const std::string value = line.substr(colon + 1);
         if (key == "vendor_id") {
             CHECK(f.amd == (value.find("AuthenticAMD") != std::string::npos));
+            CHECK(f.intel == (value.find("GenuineIntel") != std::string::npos));
             ++seen;
         } else if (key == "cpu family") {
             CHECK(f.family == std::stoul(value));
@@ -45,6 +47,7 @@ TEST_CASE("cpu features: levels imply the ones below, vendor and family agree wi
     if (seen < 3) MESSAGE("not compared with /proc/cpuinfo: not readable here");
 #else
     CHECK_FALSE(f.amd);
+    CHECK_FALSE(f.intel);
     CHECK(f.family == 0);
     CHECK(f.model_number == 0);
 #endif

@@ -201,7 +201,7 @@ CPX_TARGET_AVX512 void gemv_block_nt(const StridedMatrix<const float>& x, index_
 /// Two input rows against bf16 weight rows [o0, o1) read one after the other (one ascending
 /// stream per thread, as gemv_row_nt reads one row), four lines per step into 2 x 4
 /// accumulators; xs: both rows split by parity. Where nothing is fetched ahead (every CPU but
-/// Zen 5: stream_fetch_into_l1), two rows take this instead of the blocks of four weight rows,
+/// Zen 5 and Intel's: stream_fetch_into_l1), two rows take this instead of the blocks of four weight rows,
 /// whose four streams one Zen 4 core read at ~20 GB/s with two rows: 187M's products from
 /// memory (768 x 512 to 32000 x 768 and 1280 x 1536, both kernels alternated in one process)
 /// took 28-34% less time (the 32000 x 768 head 2.48 -> 1.72-1.74 ms, qkv_mu 1280 x 1536 0.186-0.198
@@ -267,8 +267,8 @@ CPX_TARGET_AVX512 inline void gemv_two_rows_nt(const StridedMatrix<const float>&
 /// variant reads at the memory's rate (within 5%); 8 and 12 rows, compute-bound, are level.
 inline constexpr index_t rows_nt_block_ahead = 12288;
 
-/// The few-row kernel's fetches on bf16 weights go into L1 on Zen 5 (measured above) and into L2
-/// elsewhere (stream_fetch_into_l1). On Zen 4 the L1 fetch halved the read: one core, 32000x768
+/// The few-row kernel's fetches on bf16 weights go into L1 on Zen 5 (measured above) and Intel's
+/// CPUs, and into L2 elsewhere (stream_fetch_into_l1). On Zen 4 the L1 fetch halved the read: one core, 32000x768
 /// and 2048x1536 products cycled from memory on huge pages, 1, 2 and 4 input rows, 12 KiB ahead
 /// into L1 10.6-12.7 GB/s, into L2 23.3-25.4 (no software prefetch 9.0-13.0; 6-48 KiB ahead into
 /// L2 alike).
@@ -278,7 +278,8 @@ inline constexpr index_t rows_nt_block_ahead = 12288;
 /// call: splitting each chunk in the loop repeated it for every block of four
 /// weight rows). Row groups after the first find the block's weight rows in L1.
 /// The first group prefetches the rows of a block further on: for fp32 weights the next one
-/// (into L2), for bf16 the one about rows_nt_block_ahead bytes on (into L1 on Zen 5, else L2).
+/// (into L2), for bf16 the one about rows_nt_block_ahead bytes on (into L1 on Zen 5 and Intel's
+/// CPUs, else L2).
 template <class W>
 CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w,
                                     const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
@@ -402,7 +403,8 @@ CPX_TARGET_AVX512 void gemv_row_nt_fetching(const float* xs, const StridedMatrix
 }  // namespace detail
 
 /// gemv_row_nt_fetching as this CPU reads fastest: bf16 lines fetched row_nt_ahead bytes ahead
-/// into L1 on Zen 5 and not at all elsewhere (no fetch read 4-10% more on Zen 4: above).
+/// into L1 on Zen 5 and Intel's CPUs and not at all elsewhere (no fetch read 4-10% more on Zen 4:
+/// above).
 template <class W>
 void gemv_row_nt(const float* xs, const StridedMatrix<const W>& w, float* y, index_t o0, index_t o1, bool accumulate) {
     if (std::is_same_v<W, float> || !stream_fetch_into_l1())

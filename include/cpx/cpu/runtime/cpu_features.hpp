@@ -28,6 +28,7 @@ namespace cpx::cpu {
 struct CpuFeatures {
     std::string model;        ///< the CPU's brand string
     bool amd = false;         ///< vendor "AuthenticAMD"
+    bool intel = false;       ///< vendor "GenuineIntel"
     unsigned family = 0;      ///< CPUID's display family (base + extended): 0x19 Zen 3/4, 0x1A Zen 5
     unsigned model_number = 0;  ///< CPUID's display model within the family (e.g. 0x11: Zen 4 EPYC)
     bool avx2 = false;        ///< AVX2 + FMA, OS-enabled
@@ -91,6 +92,7 @@ inline CpuFeatures detect() {
     const Regs l0 = cpuid(0), l1 = cpuid(1);
     const unsigned max_leaf = l0.a;
     f.amd = l0.b == 0x68747541u && l0.d == 0x69746e65u && l0.c == 0x444d4163u;  // "Auth" "enti" "cAMD"
+    f.intel = l0.b == 0x756e6547u && l0.d == 0x49656e69u && l0.c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
     const unsigned base_family = (l1.a >> 8) & 0xfu;
     f.family = base_family == 0xfu ? base_family + ((l1.a >> 20) & 0xffu) : base_family;
     const unsigned base_model = (l1.a >> 4) & 0xfu;
