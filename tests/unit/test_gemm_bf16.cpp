@@ -387,6 +387,28 @@ TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
 }
 
 #ifdef CPX_HAVE_GEMM_BF16_AMX
+TEST_CASE("bf16 product, AMX level: products of up to six rows run on the vdpbf16ps micro-kernel") {
+    // Decode-sized products (amx::vector_max_rows) never configure the tiles; one row more does.
+    if (!runnable(Kernel::amx_model)) return;
+    const int k = 70, n = 130;
+    const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);
+    const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
+    for (const int m : {1, 6, 7}) {
+        CAPTURE(m);
+        const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3 + m);
+        cpu::Bf16Scratch scratch;
+        std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
+        testing::on_one_thread([&] {
+            testing::AmxModel::state().products = -1;  // configure() resets it
+            product(Kernel::amx_model, cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n),
+                    false, scratch);
+            if (m <= cpu::amx::vector_max_rows) CHECK(testing::AmxModel::state().products == -1);
+            else CHECK(testing::AmxModel::state().products > 0);
+        });
+        check_against_references(x, w, y, m, k, n, n, 0, nullptr);
+    }
+}
+
 TEST_CASE("bf16 product, AMX: the tiles carry the whole chunks, the micro-kernel only the last pairs") {
     // On the tile model, one thread: [32 x 70] . [70 x 64] is one tile call over one panel, its
     // 35 pairs 2 chunks on the tiles (2 halves x 2 chunks x 4 products) and 3 on the micro-kernel.

@@ -123,7 +123,7 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
     const index_t n = b.outputs(), pairs = b.groups(), panels = b.panels();
     const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
 #ifdef CPX_HAVE_GEMM_BF16_AMX
-    if (amx) {
+    if (amx && m > amx::vector_max_rows) {
         static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
         AmxIsa::configure(config);
         panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, cpx::cpu::amx::tile_rows, claims,

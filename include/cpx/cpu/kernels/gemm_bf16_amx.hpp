@@ -47,6 +47,12 @@ namespace cpx::cpu::amx {
 inline constexpr int tile_rows = 32;
 /// Input pairs per A and B tile (16 rows of B, 64 bytes of each A row).
 inline constexpr index_t chunk_pairs = 16;
+/// Products of at most this many rows (decode of 1-6 sequences: one tile of the AVX512_BF16
+/// micro-kernel) run on that kernel even at the AMX level, where a tile call would compute 32
+/// rows for them: 187M's decode steps under `bf16` (Xeon with AMX, both kernels alternated in one
+/// process) took 5% less time for one sequence on one and two threads and 13% for four; at 8
+/// sequences the two were level within the noise and at 16 the tiles 22% faster.
+inline constexpr index_t vector_max_rows = avx512_bf16::tile_rows;
 /// Panels each tile of rows runs over before the next tile (panel_gemm::thread_share): the
 /// tile's 32 rows of A are reused 16 times (8 panels x 2 halves) while the 8 panels' block of B
 /// (1 MiB at 512 pairs) stays in L2.
