@@ -19,7 +19,8 @@
 #   BENCH_RESULTS      directory of the JSON results (default build/bench/results)
 #   BENCH_REPORT, BENCH_IMG, BENCH_NOTES   the report, its plots' directory and the hand-written
 #     discussion it ends with (default docs/BENCHMARKS.md, docs/img, bench/report_notes.md): a
-#     machine of another kind gets its own page (docs/BENCHMARKS_AVX2.md: a CPU without AVX-512)
+#     machine of another kind gets its own page (docs/BENCHMARKS_AVX2.md: a CPU without AVX-512;
+#     docs/BENCHMARKS_AMX.md: a CPU with AMX)
 # Timings are only as good as the machine is quiet: the script records the load
 # average before and after every suite, and the report prints it. Suites can be
 # run one at a time (BENCH_SUITES=mlp) when the machine is quiet; the report
