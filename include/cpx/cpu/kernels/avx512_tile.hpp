@@ -92,6 +92,13 @@ inline constexpr int stream_distance = 4096;
 /// 13-26% slower); two threads level to 15% less.
 inline bool tiles_fetch_stream() { return stream_fetch_into_l1(); }
 
+/// Whether a one-row tile (batch-1 decode on the packs) fetches its stream too: on Intel CPUs,
+/// where the hardware alone left the bf16 stream short. 187M's batch-1 decode step under `bf16`
+/// (Xeon, family 6 model 0xCF, both ways alternated in one process): one thread 23.0 -> 18.6 ms,
+/// two 14.0 -> 11.0 ms; the fp32 panels' one-row loop was level with it (33.9 / 34.0 ms), so only
+/// the bf16 kernel fetches there. Zen 5 measured level to 3% slower with it (above).
+inline bool one_row_tiles_fetch_stream() { return cpu_features().intel; }
+
 /// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`
 /// (forced inline for the reason fetch_lines is).
 CPX_FORCE_INLINE void fetch_stream(const void* step) {
@@ -120,11 +127,12 @@ void for_rows(int row_count, const Prefetcher& ahead, Kernel&& kernel) {
 }
 
 /// for_rows for the AVX-512 tiles: kernel.template operator()<R, Ahead, Own>(), Own = whether a
-/// tile without a Prefetcher fetches its own stream (tiles_fetch_stream), a constant of the
+/// tile without a Prefetcher fetches its own stream (tiles_fetch_stream; one_row_tiles_fetch_stream
+/// for a one-row tile), a constant of the
 /// instance: the same choice read at run time inside the loop cost 25% on 4-row products (Zen 4).
 template <class Kernel>
 void for_rows_fetching(int row_count, const Prefetcher& ahead, Kernel&& kernel) {
-    const bool own = tiles_fetch_stream();
+    const bool own = row_count > 1 ? tiles_fetch_stream() : one_row_tiles_fetch_stream();
     for_rows(row_count, ahead, [&]<int R, bool Ahead>() {
         if (Ahead || own) kernel.template operator()<R, Ahead, true>();
         else kernel.template operator()<R, false, false>();

@@ -50,7 +50,7 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel, over `pairs` input pairs.
 /// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
 /// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written. Ahead:
-/// `ahead` fetches its lines during the loop; else a tile of 2+ rows fetches its own stream if Own.
+/// `ahead` fetches its lines during the loop; else the tile fetches its own stream if Own.
 template <int MR, bool Ahead, bool Own = true>
 CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
                                         float* c, index_t ldc, index_t cols, bool load_c,
@@ -62,7 +62,7 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
     for (index_t p = 0; p < pairs; ++p) {
         const bf16* bp = b + p * (packed_panel_cols * 2);
         if constexpr (Ahead) ahead.step();
-        else if constexpr (MR > 1 && Own) avx512_tile::fetch_stream(bp);
+        else if constexpr (Own) avx512_tile::fetch_stream(bp);
         __m512bh bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
