@@ -389,6 +389,10 @@ TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
 #ifdef CPX_HAVE_GEMM_BF16_AMX
 TEST_CASE("bf16 product, AMX level: products of up to six rows run on the vdpbf16ps micro-kernel") {
     // Decode-sized products (amx::vector_max_rows) never configure the tiles; one row more does.
+    // Their rounded inputs are padded to the micro-kernel's 6-row tiles, not to 32 rows.
+    CHECK(cpu::bf16_rounded_rows(1, cpu::Bf16Level::amx) == 6);
+    CHECK(cpu::bf16_rounded_rows(6, cpu::Bf16Level::amx) == 6);
+    CHECK(cpu::bf16_rounded_rows(7, cpu::Bf16Level::amx) == 32);
     if (!runnable(Kernel::amx_model)) return;
     const int k = 70, n = 130;
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);

@@ -103,6 +103,17 @@ static_assert(block_pairs % amx::chunk_pairs == 0, "AMX tiles take whole chunks 
 
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
 namespace gemm_bf16_detail {
+/// Whether an m-row product at the AMX level runs on the tiles: products of at most
+/// amx::vector_max_rows rows (decode) take the vdpbf16ps micro-kernel instead, and their inputs
+/// are rounded and padded for it, not to whole 32-row tiles.
+inline bool on_amx_tiles(bool amx, [[maybe_unused]] index_t m) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    return amx && m > cpx::cpu::amx::vector_max_rows;
+#else
+    return amx;  // tile_rows_of refuses it
+#endif
+}
+
 /// Rows of A per tile of the level's kernel; A is read in whole tiles (AMX loads 16-row tiles).
 inline int tile_rows_of(bool amx) {
 #ifdef CPX_HAVE_GEMM_BF16_AMX
@@ -123,7 +134,7 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
     const index_t n = b.outputs(), pairs = b.groups(), panels = b.panels();
     const auto cols_of = [&](index_t p) { return std::min(packed_panel_cols, n - p * packed_panel_cols); };
 #ifdef CPX_HAVE_GEMM_BF16_AMX
-    if (amx && m > amx::vector_max_rows) {
+    if (amx) {
         static constexpr cpx::cpu::amx::TileConfig config = cpx::cpu::amx::full_tiles();
         AmxIsa::configure(config);
         panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, cpx::cpu::amx::tile_rows, claims,
@@ -156,6 +167,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
              bool accumulate, Bf16Scratch& scratch, bool amx, int max_team) {
     namespace k = avx512_bf16;
     const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
+    amx = on_amx_tiles(amx, m);
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
     const int tile_rows = tile_rows_of(amx);
     const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
@@ -180,6 +192,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
 template <class AmxIsa>
 void product_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
                      const StridedMatrix<float>& y, bool accumulate, bool amx, int max_team) {
+    amx = on_amx_tiles(amx, m);
     const int threads =
         std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, b.outputs(), 2 * b.groups()));
     RangeClaims claims(b.panels(), threads);
@@ -254,7 +267,7 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
 /// (avx512_bf16 or amx): m up to whole tiles of its kernel.
 inline index_t bf16_rounded_rows([[maybe_unused]] index_t m, [[maybe_unused]] Bf16Level level) {
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
-    const index_t tile = gemm_bf16_detail::tile_rows_of(level == Bf16Level::amx);
+    const index_t tile = gemm_bf16_detail::tile_rows_of(gemm_bf16_detail::on_amx_tiles(level == Bf16Level::amx, m));
     return (m + tile - 1) / tile * tile;
 #else
     throw InputError("gemm_bf16_rounded: this build has no bf16 kernel");
