@@ -416,20 +416,26 @@ TEST_CASE("bf16 product, AMX level: products of up to six rows run on the vdpbf1
 TEST_CASE("bf16 product, AMX: the tiles carry the whole chunks, the micro-kernel only the last pairs") {
     // On the tile model, one thread: [32 x 70] . [70 x 64] is one tile call over one panel, its
     // 35 pairs 2 chunks on the tiles (2 halves x 2 chunks x 4 products) and 3 on the micro-kernel.
+    // Up to 16 rows take the one-A-tile kernel: one pass of 4 products per chunk; 17 rows the
+    // 32-row tiles again.
     if (!runnable(Kernel::amx_model)) return;
-    const int m = 32, k = 70, n = 64;
-    const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3);
+    const int k = 70, n = 64;
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    cpu::Bf16Scratch scratch;
-    std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
-    testing::on_one_thread([&] {
-        product(Kernel::amx_model, cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n), false,
-                scratch);
-        CHECK(testing::AmxModel::state().products == 2 * 2 * 4);
-        CHECK_FALSE(testing::AmxModel::state().configured);  // released after the product
-    });
-    check_against_references(x, w, y, m, k, n, n, 0, nullptr);
+    for (const auto& [m, products] : {std::pair{32, 2 * 2 * 4}, std::pair{16, 2 * 4}, std::pair{9, 2 * 4},
+                                     std::pair{17, 2 * 2 * 4}}) {
+        CAPTURE(m);
+        const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3);
+        cpu::Bf16Scratch scratch;
+        std::vector<float> y = testing::poisoned<float>(static_cast<std::size_t>(m) * n);
+        testing::on_one_thread([&] {
+            product(Kernel::amx_model, cpu::rows_of<const float>(x.data(), m, k), packed, cpu::rows_of(y.data(), m, n),
+                    false, scratch);
+            CHECK(testing::AmxModel::state().products == products);
+            CHECK_FALSE(testing::AmxModel::state().configured);  // released after the product
+        });
+        check_against_references(x, w, y, m, k, n, n, 0, nullptr);
+    }
     // The model itself refuses a product whose shapes do not chain, and use before configuration.
     testing::on_one_thread([&] {
         CHECK_THROWS_AS(testing::AmxModel::zero<0>(), std::logic_error);

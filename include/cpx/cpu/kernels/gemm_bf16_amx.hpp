@@ -10,6 +10,10 @@
 // (tmm6-7): per 16 pairs, four tile loads feed four tile products of 16 x 16 x
 // 32 multiply-adds each, the arrangement the instruction's latency and the load
 // ports are balanced for. Loops: panel_gemm's, each tile of rows over 8 panels.
+// A tile of at most 16 rows (decode of 7-16 sequences, a product's last rows)
+// takes one A tile (tmm4) and the panel's four 16-column C tiles (tmm0-3) in one
+// pass, B through tmm5-7: each chunk's 4 KiB of B read once, in order, not as
+// two halves of every 256-byte pair, with the stream fetched ahead into L1.
 //
 // B needs no repacking: in the packed panels (cpu/kernels/packed_panels.hpp) the
 // pair p of a panel's columns [16j, 16j + 16) is the 64 bytes at byte
@@ -18,7 +22,7 @@
 // Inputs: whole chunks of 16 pairs run on the tiles; a block's last pairs (fewer
 // than 16) run on the AVX512_BF16 micro-kernel, which every CPU with AMX-BF16
 // has, so the tiles keep one shape and B is never read past its last pair. A
-// tile call with fewer than 32 rows or 64 columns of C goes through a 32 x 64
+// tile call with fewer rows or columns of C than its tiles goes through a
 // buffer, so tile stores never write outside y.
 //
 // The instructions are issued through a policy type: `Hardware` here; the tests
@@ -115,7 +119,9 @@ struct Hardware {
         else if constexpr (C == 1 && A == 4 && B == 7) _tile_dpbf16ps(1, 4, 7);
         else if constexpr (C == 2 && A == 5 && B == 6) _tile_dpbf16ps(2, 5, 6);
         else if constexpr (C == 3 && A == 5 && B == 7) _tile_dpbf16ps(3, 5, 7);
-        else static_assert(C < 0, "the kernel's four tile products only");
+        else if constexpr (C == 2 && A == 4 && B == 5) _tile_dpbf16ps(2, 4, 5);  // tile_16x64
+        else if constexpr (C == 3 && A == 4 && B == 6) _tile_dpbf16ps(3, 4, 6);
+        else static_assert(C < 0, "the kernels' tile products only");
     }
 };
 
@@ -163,25 +169,86 @@ CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* 
     }
 }
 
+/// Rows of the one-A-tile kernel (tile_16x64).
+inline constexpr int half_tile_rows = 16;
+/// How far ahead of its chunk tile_16x64 fetches B. With few rows a tile call is bound by
+/// reading B: a 187M decode step of 16 sequences under `bf16` on two threads took 32.7 ms on the
+/// 32-row tiles, 28.4 on this kernel without the fetch and 26.7 with it (medians, alternated in
+/// one process, Xeon with AMX); [16 x 768] . [768 x 32000] on one core 5.1 -> 3.9 ms, the rate at
+/// which the one-row kernel reads the same weight.
+inline constexpr index_t half_tile_fetch_distance = 2048;
+
+/// c[0:16, 0:64) (= | +=) a[0:16, 0:32 chunks) . panel over `chunks` chunks of 16 pairs (as
+/// tile_32x64, for 16 rows): per chunk one A tile, four B tiles of 16 columns each. The fetches
+/// past B's end are hints, which never fault.
+template <class Isa>
+CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* panel, index_t chunks, float* c,
+                               index_t ldc, bool load_c) {
+    const index_t a_stride = lda * 2, c_stride = ldc * 4;
+    constexpr index_t b_stride = packed_panel_cols * 2 * 2;
+    if (load_c) {
+        Isa::template load<0>(c, c_stride);
+        Isa::template load<1>(c + 16, c_stride);
+        Isa::template load<2>(c + 32, c_stride);
+        Isa::template load<3>(c + 48, c_stride);
+    } else {
+        Isa::template zero<0>();
+        Isa::template zero<1>();
+        Isa::template zero<2>();
+        Isa::template zero<3>();
+    }
+    for (index_t q = 0; q < chunks; ++q) {
+        const std::uint16_t* aq = a + 2 * chunk_pairs * q;
+        const bf16* bq = panel + q * chunk_pairs * (packed_panel_cols * 2);  // 16 pairs x 64 columns: 4 KiB
+        const char* ahead = reinterpret_cast<const char*>(bq) + half_tile_fetch_distance;
+        for (int line = 0; line < 64; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+        Isa::template load<4>(aq, a_stride);
+        Isa::template load<6>(bq, b_stride);
+        Isa::template dot<0, 4, 6>();
+        Isa::template load<7>(bq + 32, b_stride);
+        Isa::template dot<1, 4, 7>();
+        Isa::template load<5>(bq + 64, b_stride);
+        Isa::template dot<2, 4, 5>();
+        Isa::template load<6>(bq + 96, b_stride);
+        Isa::template dot<3, 4, 6>();
+    }
+    Isa::template store<0>(c, c_stride);
+    Isa::template store<1>(c + 16, c_stride);
+    Isa::template store<2>(c + 32, c_stride);
+    Isa::template store<3>(c + 48, c_stride);
+}
+
+/// kernel(c, ldc) computes a tile of `Rows` rows x 64 columns into c, loading it first when
+/// load_c; for a tile of C smaller than that, through a buffer, so that tile stores never write
+/// outside y.
+template <int Rows, class Kernel>
+void through_buffer(int rows, float* c, index_t ldc, index_t cols, bool load_c, Kernel&& kernel) {
+    if (rows == Rows && cols == packed_panel_cols) return kernel(c, ldc);
+    alignas(64) float buffer[Rows * packed_panel_cols];
+    if (load_c) {
+        std::fill(std::begin(buffer), std::end(buffer), 0.0f);
+        for (int r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, buffer + r * packed_panel_cols);
+    }
+    kernel(buffer, packed_panel_cols);
+    for (int r = 0; r < rows; ++r) std::copy_n(buffer + r * packed_panel_cols, cols, c + r * ldc);
+}
+
 /// c[0:rows, 0:cols) (= | +=) a[0:rows, 0:2 pairs) . panel, rows <= 32, cols <= 64: whole
-/// chunks on the tiles, the rest on the AVX512_BF16 micro-kernel. a must have 32 readable
-/// rows (zero past `rows`) of at least 2 * pairs values rounded up to whole chunks.
+/// chunks on the tiles (tile_16x64 for up to 16 rows, else tile_32x64), the rest on the
+/// AVX512_BF16 micro-kernel. a must have whole tiles of readable rows (zero past `rows`) of
+/// at least 2 * pairs values rounded up to whole chunks.
 template <class Isa>
 void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* panel, index_t pairs, float* c,
                  index_t ldc, index_t cols, bool load_c) {
     const index_t chunks = pairs / chunk_pairs, rest = pairs - chunks * chunk_pairs;
-    if (chunks > 0) {
-        if (rows == tile_rows && cols == packed_panel_cols) {
-            tile_32x64<Isa>(a, lda, panel, chunks, c, ldc, load_c);
-        } else {
-            alignas(64) float buffer[tile_rows * packed_panel_cols];
-            if (load_c) {
-                std::fill(std::begin(buffer), std::end(buffer), 0.0f);
-                for (int r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, buffer + r * packed_panel_cols);
-            }
-            tile_32x64<Isa>(a, lda, panel, chunks, buffer, packed_panel_cols, load_c);
-            for (int r = 0; r < rows; ++r) std::copy_n(buffer + r * packed_panel_cols, cols, c + r * ldc);
-        }
+    if (chunks > 0 && rows <= half_tile_rows) {
+        through_buffer<half_tile_rows>(rows, c, ldc, cols, load_c, [&](float* cc, index_t ld) {
+            tile_16x64<Isa>(a, lda, panel, chunks, cc, ld, load_c);
+        });
+    } else if (chunks > 0) {
+        through_buffer<tile_rows>(rows, c, ldc, cols, load_c, [&](float* cc, index_t ld) {
+            tile_32x64<Isa>(a, lda, panel, chunks, cc, ld, load_c);
+        });
     }
     if (rest > 0) {
         const index_t done = chunks * chunk_pairs;
