@@ -95,8 +95,9 @@ inline bool tiles_fetch_stream() { return stream_fetch_into_l1(); }
 /// Whether a one-row tile (batch-1 decode on the packs) fetches its stream too: on Intel CPUs,
 /// where the hardware alone left the bf16 stream short. 187M's batch-1 decode step under `bf16`
 /// (Xeon, family 6 model 0xCF, both ways alternated in one process): one thread 23.0 -> 18.6 ms,
-/// two 14.0 -> 11.0 ms; the fp32 panels' one-row loop was level with it (33.9 / 34.0 ms), so only
-/// the bf16 kernel fetches there. Zen 5 measured level to 3% slower with it (above).
+/// two 14.0 -> 11.0 ms; the fp32 product on the same bf16 packs gained as much
+/// (avx512_f32::tile_bf16), while its one-row loop on fp32 panels was level with it (33.9 / 34.0
+/// ms), so that loop does not fetch. Zen 5 measured level to 3% slower with it (above).
 inline bool one_row_tiles_fetch_stream() { return cpu_features().intel; }
 
 /// Fetches the lines `stream_distance` ahead of one step's `vectors` B vectors at `step`
