@@ -308,8 +308,7 @@ TEST_CASE("bf16 product on inputs rounded by the caller: the same bits as gemm_b
                 const bool amx = kernel != Kernel::avx512_bf16;
                 const cpu::Bf16Level level = amx ? cpu::Bf16Level::amx : cpu::Bf16Level::avx512_bf16;
                 const index_t ld = 2 * packed.groups() + 6;  // any even stride that holds the pairs
-                const index_t rows =
-                    kernel == Kernel::amx_model ? (c.m + 31) / 32 * 32 : cpu::bf16_rounded_rows(c.m, level);
+                const index_t rows = cpu::bf16_rounded_rows(c.m, level);  // exactly what the kernel may read
                 const auto a = rounded_rows(x, c.m, c.k, ld, rows);
                 if (kernel == Kernel::amx_model) {
 #ifdef CPX_HAVE_GEMM_BF16_AMX
@@ -387,17 +386,22 @@ TEST_CASE("bf16 product: inputs over several blocks, the last one short") {
 }
 
 #ifdef CPX_HAVE_GEMM_BF16_AMX
-TEST_CASE("bf16 product, AMX level: products of up to six rows run on the vdpbf16ps micro-kernel") {
+TEST_CASE("bf16 product, AMX level: products of one or two rows run on the vdpbf16ps micro-kernel") {
     // Decode-sized products (amx::vector_max_rows) never configure the tiles; one row more does.
-    // Their rounded inputs are padded to the micro-kernel's 6-row tiles, not to 32 rows.
+    // Rounded inputs are padded to whole tiles of the kernel that reads them: the micro-kernel's
+    // 6 rows, one 16-row A tile, 32-row tiles.
+    static_assert(cpu::amx::vector_max_rows == 2, "the cases below straddle the line");
     CHECK(cpu::bf16_rounded_rows(1, cpu::Bf16Level::amx) == 6);
-    CHECK(cpu::bf16_rounded_rows(6, cpu::Bf16Level::amx) == 6);
-    CHECK(cpu::bf16_rounded_rows(7, cpu::Bf16Level::amx) == 32);
+    CHECK(cpu::bf16_rounded_rows(2, cpu::Bf16Level::amx) == 6);
+    CHECK(cpu::bf16_rounded_rows(3, cpu::Bf16Level::amx) == 16);
+    CHECK(cpu::bf16_rounded_rows(16, cpu::Bf16Level::amx) == 16);
+    CHECK(cpu::bf16_rounded_rows(17, cpu::Bf16Level::amx) == 32);
+    CHECK(cpu::bf16_rounded_rows(33, cpu::Bf16Level::amx) == 64);
     if (!runnable(Kernel::amx_model)) return;
     const int k = 70, n = 130;
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    for (const int m : {1, 6, 7}) {
+    for (const int m : {1, 2, 3, 6}) {
         CAPTURE(m);
         const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3 + m);
         cpu::Bf16Scratch scratch;

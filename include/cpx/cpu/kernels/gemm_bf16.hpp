@@ -105,7 +105,7 @@ static_assert(block_pairs % amx::chunk_pairs == 0, "AMX tiles take whole chunks 
 namespace gemm_bf16_detail {
 /// Whether an m-row product at the AMX level runs on the tiles: products of at most
 /// amx::vector_max_rows rows (decode) take the vdpbf16ps micro-kernel instead, and their inputs
-/// are rounded and padded for it, not to whole 32-row tiles.
+/// are rounded and padded for it.
 inline bool on_amx_tiles(bool amx, [[maybe_unused]] index_t m) {
 #ifdef CPX_HAVE_GEMM_BF16_AMX
     return amx && m > cpx::cpu::amx::vector_max_rows;
@@ -122,6 +122,17 @@ inline int tile_rows_of(bool amx) {
     if (amx) throw InputError("gemm_bf16: this build has no AMX kernel");
     return avx512_bf16::tile_rows;
 #endif
+}
+
+/// Rows of A an m-row product reads (`amx`: on the tiles, on_amx_tiles): m up to whole tiles of
+/// the kernel that runs it, the micro-kernel's 6 rows, one 16-row A tile for up to 16 rows (AMX's
+/// tile_16x64), else 32-row tiles.
+inline index_t padded_rows(index_t m, bool amx) {
+#ifdef CPX_HAVE_GEMM_BF16_AMX
+    if (amx && m <= cpx::cpu::amx::half_tile_rows) return cpx::cpu::amx::half_tile_rows;
+#endif
+    const index_t tile = tile_rows_of(amx);
+    return (m + tile - 1) / tile * tile;
 }
 
 /// Thread t of `team`'s share of y (=|+=) a . B: a holds the inputs rounded to bf16, rows lda
@@ -169,8 +180,7 @@ void product(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, cons
     const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
     amx = on_amx_tiles(amx, m);
     const index_t lda = (2 * pairs + 31) / 32 * 32;  // rows start on cache lines
-    const int tile_rows = tile_rows_of(amx);
-    const index_t rows = (m + tile_rows - 1) / tile_rows * tile_rows;  // AMX reads whole tiles of A
+    const index_t rows = padded_rows(m, amx);  // the kernels read whole tiles of A
     std::uint16_t* a = scratch.rows(rows, lda);
     const int threads = std::min(max_team > 0 ? max_team : max_threads(), panel_gemm::threads_for(m, n, 2 * pairs));
     RangeClaims claims(b.panels(), threads);
@@ -264,11 +274,10 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
 }
 
 /// Rows of rounded inputs that gemm_bf16_rounded reads for an m-row product at `level`
-/// (avx512_bf16 or amx): m up to whole tiles of its kernel.
+/// (avx512_bf16 or amx): m up to whole tiles of the kernel that runs it (6, 16 or 32 rows).
 inline index_t bf16_rounded_rows([[maybe_unused]] index_t m, [[maybe_unused]] Bf16Level level) {
 #ifdef CPX_HAVE_GEMM_BF16_AVX512
-    const index_t tile = gemm_bf16_detail::tile_rows_of(gemm_bf16_detail::on_amx_tiles(level == Bf16Level::amx, m));
-    return (m + tile - 1) / tile * tile;
+    return gemm_bf16_detail::padded_rows(m, gemm_bf16_detail::on_amx_tiles(level == Bf16Level::amx, m));
 #else
     throw InputError("gemm_bf16_rounded: this build has no bf16 kernel");
 #endif

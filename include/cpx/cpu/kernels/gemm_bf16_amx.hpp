@@ -51,12 +51,16 @@ namespace cpx::cpu::amx {
 inline constexpr int tile_rows = 32;
 /// Input pairs per A and B tile (16 rows of B, 64 bytes of each A row).
 inline constexpr index_t chunk_pairs = 16;
-/// Products of at most this many rows (decode of 1-6 sequences: one tile of the AVX512_BF16
-/// micro-kernel) run on that kernel even at the AMX level, where a tile call would compute 32
-/// rows for them: 187M's decode steps under `bf16` (Xeon with AMX, both kernels alternated in one
-/// process) took 5% less time for one sequence on one and two threads and 13% for four; at 8
-/// sequences the two were level within the noise and at 16 the tiles 22% faster.
-inline constexpr index_t vector_max_rows = avx512_bf16::tile_rows;
+/// Products of at most this many rows (decode of one or two sequences) run on the AVX512_BF16
+/// micro-kernel even at the AMX level. Against 32-row tile calls that kernel won up to six rows
+/// (187M's decode steps under `bf16`, Xeon with AMX, alternated in one process: 5% less time for
+/// one sequence, 13% for four). Against the one-A-tile kernel (tile_16x64), whose B stream is the
+/// same for any rows, it is level at one and two rows and slower from three, where its
+/// `vdpbf16ps` (half the fp32 FMA rate on that Xeon) no longer hides under the read: one core,
+/// [4 x 768] . [768 x 32000] 4.36 -> 3.68 ms, [4 x 1024] . [1024 x 768] 142 -> 121 us, three rows
+/// of the first 4.30 -> 3.61 ms; two rows 4.84 / 4.90 ms. 187M's decode step of three sequences on
+/// one thread 29.2 -> 26.3 ms, of four 29.6 -> 27.1 (another run level).
+inline constexpr index_t vector_max_rows = 2;
 /// Panels each tile of rows runs over before the next tile (panel_gemm::thread_share): the
 /// tile's 32 rows of A are reused 16 times (8 panels x 2 halves) while the 8 panels' block of B
 /// (1 MiB at 512 pairs) stays in L2.
