@@ -65,6 +65,11 @@ struct AmxModel {
         std::memset(t, 0, sizeof t);
         for (int r = 0; r < rows; ++r) std::memcpy(t[r], static_cast<const std::uint8_t*>(p) + r * stride, bytes);
     }
+    /// TILELOADDT1: load() with a caching hint, the same result.
+    template <int T>
+    static void load_stream(const void* p, index_t stride) {
+        load<T>(p, stride);
+    }
     template <int T>
     static void store(void* p, index_t stride) {
         int rows, bytes;
