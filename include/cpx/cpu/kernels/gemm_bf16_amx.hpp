@@ -141,6 +141,32 @@ struct Hardware {
     }
 };
 
+/// The accumulator tiles tmm0-3 at the start of a tile call: the 16 x 16 blocks of C at c[0..3]
+/// (rows `c_stride` bytes apart) when load_c, else zero.
+template <class Isa>
+CPX_TARGET_AMX inline void start_c(float* const (&c)[4], index_t c_stride, bool load_c) {
+    if (load_c) {
+        Isa::template load<0>(c[0], c_stride);
+        Isa::template load<1>(c[1], c_stride);
+        Isa::template load<2>(c[2], c_stride);
+        Isa::template load<3>(c[3], c_stride);
+    } else {
+        Isa::template zero<0>();
+        Isa::template zero<1>();
+        Isa::template zero<2>();
+        Isa::template zero<3>();
+    }
+}
+
+/// tmm0-3 stored to the blocks start_c read.
+template <class Isa>
+CPX_TARGET_AMX inline void store_c(float* const (&c)[4], index_t c_stride) {
+    Isa::template store<0>(c[0], c_stride);
+    Isa::template store<1>(c[1], c_stride);
+    Isa::template store<2>(c[2], c_stride);
+    Isa::template store<3>(c[3], c_stride);
+}
+
 /// c[0:32, 0:64) (= | +=) a[0:32, 0:32 chunks) . panel over `chunks` chunks of 16 pairs,
 /// with the tiles configured by full_tiles(). a: bf16 rows `lda` values apart; panel: the
 /// panel at its first pair; c: fp32 rows `ldc` floats apart, all 32 x 64 of them written.
@@ -152,17 +178,8 @@ CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* 
     constexpr index_t b_stride = packed_panel_cols * 2 * 2;  // bytes from one pair to the next
     for (int half = 0; half < 2; ++half) {
         float* c0 = c + 32 * half;
-        if (load_c) {
-            Isa::template load<0>(c0, c_stride);
-            Isa::template load<1>(c0 + 16, c_stride);
-            Isa::template load<2>(c0 + 16 * ldc, c_stride);
-            Isa::template load<3>(c0 + 16 * ldc + 16, c_stride);
-        } else {
-            Isa::template zero<0>();
-            Isa::template zero<1>();
-            Isa::template zero<2>();
-            Isa::template zero<3>();
-        }
+        float* const blocks[4] = {c0, c0 + 16, c0 + 16 * ldc, c0 + 16 * ldc + 16};  // 2 x 2 tiles
+        start_c<Isa>(blocks, c_stride, load_c);
         for (index_t q = 0; q < chunks; ++q) {
             const std::uint16_t* aq = a + 2 * chunk_pairs * q;
             const bf16* bq = panel + q * chunk_pairs * (packed_panel_cols * 2) + 64 * half;
@@ -180,10 +197,7 @@ CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* 
             Isa::template dot<2, 5, 6>();
             Isa::template dot<3, 5, 7>();
         }
-        Isa::template store<0>(c0, c_stride);
-        Isa::template store<1>(c0 + 16, c_stride);
-        Isa::template store<2>(c0 + 16 * ldc, c_stride);
-        Isa::template store<3>(c0 + 16 * ldc + 16, c_stride);
+        store_c<Isa>(blocks, c_stride);
     }
 }
 
@@ -204,17 +218,8 @@ CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* 
                                index_t ldc, bool load_c) {
     const index_t a_stride = lda * 2, c_stride = ldc * 4;
     constexpr index_t b_stride = packed_panel_cols * 2 * 2;
-    if (load_c) {
-        Isa::template load<0>(c, c_stride);
-        Isa::template load<1>(c + 16, c_stride);
-        Isa::template load<2>(c + 32, c_stride);
-        Isa::template load<3>(c + 48, c_stride);
-    } else {
-        Isa::template zero<0>();
-        Isa::template zero<1>();
-        Isa::template zero<2>();
-        Isa::template zero<3>();
-    }
+    float* const blocks[4] = {c, c + 16, c + 32, c + 48};  // 1 x 4 tiles
+    start_c<Isa>(blocks, c_stride, load_c);
     for (index_t q = 0; q < chunks; ++q) {
         const std::uint16_t* aq = a + 2 * chunk_pairs * q;
         const bf16* bq = panel + q * chunk_pairs * (packed_panel_cols * 2);  // 16 pairs x 64 columns: 4 KiB
@@ -230,10 +235,7 @@ CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* 
         Isa::template load<6>(bq + 96, b_stride);
         Isa::template dot<3, 4, 6>();
     }
-    Isa::template store<0>(c, c_stride);
-    Isa::template store<1>(c + 16, c_stride);
-    Isa::template store<2>(c + 32, c_stride);
-    Isa::template store<3>(c + 48, c_stride);
+    store_c<Isa>(blocks, c_stride);
 }
 
 /// kernel(c, ldc) computes a tile of `Rows` rows x 64 columns into c, loading it first when
