@@ -15,7 +15,7 @@
 // streaming hint (TILELOADDT1), so B does not push A out of L1: one core,
 // [512 x 768] . [768 x 2048] 852 -> 987 GFLOP/s, [2048 x 768] . [768 x 1280]
 // 618 -> 723 (medians, alternated in one process, Xeon with AMX).
-// A tile of at most 16 rows (decode of 7-16 sequences, a product's last rows)
+// A tile of at most 16 rows (decode of 3-16 sequences, a product's last rows)
 // takes one A tile (tmm4) and the panel's four 16-column C tiles (tmm0-3) in one
 // pass, B through tmm5-7: each chunk's 4 KiB of B read once, in order, not as
 // two halves of every 256-byte pair, with the stream fetched ahead into L1.
