@@ -132,12 +132,8 @@ void check_against_references(const std::vector<float>& x, const std::vector<flo
     CHECK(bad_exact == 0);
 }
 
-/// The panel layouts kernel `k` reads: the widened level (the packed fp32 product) both,
-/// the bf16 instructions rows only.
-std::vector<cpu::PanelLayout> layouts_of(Kernel k) {
-    if (k == Kernel::widened) return {cpu::PanelLayout::rows, cpu::PanelLayout::strips};
-    return {cpu::PanelLayout::rows};
-}
+/// The panel layouts every kernel reads (bf16_panel_layout).
+std::vector<cpu::PanelLayout> layouts_of(Kernel) { return {cpu::PanelLayout::rows, cpu::PanelLayout::strips}; }
 
 void run_case(Case c, bool accumulate, cpu::WeightOrientation orientation, Kernel kernel,
               cpu::PanelLayout layout = cpu::PanelLayout::rows) {
@@ -545,19 +541,4 @@ TEST_CASE("bf16 product: shape mismatches and unavailable levels are errors") {
     CHECK_THROWS_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), packed, cpu::rows_of(y.data(), 3, 8), false,
                                    scratch, cpu::Bf16Level::none),
                     InputError);
-    // Column strips are the AVX2 fp32 product's layout, which the widened level is; the bf16
-    // instructions read rows.
-    const auto strips = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 4), cpu::WeightOrientation::out_in,
-                                              cpu::PanelLayout::strips);
-    for (const cpu::Bf16Level level : {cpu::Bf16Level::avx512_bf16, cpu::Bf16Level::amx}) {
-        if (!cpu::bf16_level_available(level)) continue;
-        CAPTURE(std::string(cpu::bf16_level_name(level)));
-        CHECK_THROWS_WITH_AS(cpu::gemm_bf16(cpu::rows_of<const float>(x.data(), 3, 4), strips,
-                                            cpu::rows_of(y.data(), 3, 8), false, scratch, level),
-                             doctest::Contains("column strips"), InputError);
-    }
-    std::vector<std::uint16_t> a(64 * 8, 0);
-    CHECK_THROWS_WITH_AS(cpu::gemm_bf16_rounded(a.data(), 8, 3, strips, cpu::rows_of(y.data(), 3, 8), false,
-                                                cpu::Bf16Level::avx512_bf16),
-                         doctest::Contains("column strips"), InputError);
 }

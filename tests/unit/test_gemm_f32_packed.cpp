@@ -178,10 +178,12 @@ TEST_CASE("weights for fp32 arithmetic are packed in column strips where the vec
                                                cpu::WeightOrientation::out_in, cpu::Compute::fp32_packed);
         REQUIRE(q.bf16_widened() != nullptr);
         CHECK(q.bf16_widened()->layout() == want);
-        // bf16 arithmetic: strips only where the widened level (the packed fp32 product) is the
-        // machine's only bf16 level; the bf16 instructions read rows.
+        // bf16 arithmetic: strips where AMX may run (its B tiles are then contiguous) and where the
+        // widened level (the packed fp32 product) is the machine's only bf16 level on AVX2.
         const auto b = cpu::PackedWeight::pack(rows, cpu::WeightOrientation::out_in, cpu::Compute::bf16);
-        const auto want_bf16 = isa == cpu::VectorIsa::avx2 && !cpu::cpu_features().avx512_bf16
+        const auto& f = cpu::cpu_features();
+        const auto want_bf16 = (f.amx_permitted && f.avx512_bf16) ||
+                                       (isa == cpu::VectorIsa::avx2 && !f.avx512_bf16)
                                    ? cpu::PanelLayout::strips
                                    : cpu::PanelLayout::rows;
         CHECK(cpu::bf16_panel_layout() == want_bf16);

@@ -108,6 +108,14 @@ CPX_FORCE_INLINE void fetch_stream(const void* step) {
     for (int v = 0; v < vectors; ++v) _mm_prefetch(p + 64 * v, _MM_HINT_T0);
 }
 
+/// fetch_stream for panels of either layout: the line `ahead` bytes past each of the step's
+/// `vectors` B vectors at `step`, `strip_bytes` apart (64 in rows, where it is fetch_stream).
+CPX_FORCE_INLINE void fetch_strips(const void* step, index_t strip_bytes, index_t ahead) {
+    const char* p = static_cast<const char*>(step) + ahead;
+#pragma GCC unroll 4
+    for (int v = 0; v < vectors; ++v) _mm_prefetch(p + strip_bytes * v, _MM_HINT_T0);
+}
+
 /// kernel.template operator()<R, Ahead>() with R = row_count (1 <= row_count <= rows) and
 /// Ahead = whether `ahead` has lines to fetch.
 template <class Kernel>

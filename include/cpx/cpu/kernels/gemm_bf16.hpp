@@ -152,7 +152,7 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
                                  [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
                                      const panel_gemm::Lookahead&) {
                                      cpx::cpu::amx::tile_rows_n<AmxIsa>(
-                                         rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                         rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), PanelStrides::of(b, g), gn,
                                          y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
                                          accumulate || !first_block);
                                  },
@@ -164,7 +164,8 @@ void tiles(int t, int team, const std::uint16_t* a, index_t lda, index_t m, Pack
     panel_gemm::thread_share(t, team, m, panels, pairs, block_pairs, k::tile_rows, claims,
                              [&](index_t r, int rows_n, index_t p, index_t g, index_t gn, bool first_block,
                                  const panel_gemm::Lookahead& next) {
-                                 k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g), gn,
+                                 k::tile_rows_n(rows_n, a + r * lda + 2 * g, lda, b.panel(p, g),
+                                                PanelStrides::of(b, g), gn,
                                                 y.row(r) + p * packed_panel_cols, y.ld, cols_of(p),
                                                 accumulate || !first_block, avx512_tile::Prefetcher(b, next, gn));
                              });
@@ -241,9 +242,9 @@ inline void widened_product(const StridedMatrix<const float>& x, PackedPanelsVie
 
 /// y (=|+=) x . B (accumulate: add to y). x [M, K] fp32, B packed [K, N], y [M, N] fp32;
 /// x and y may be strided. `max_team`: at most this many threads (0: as many as pay; 1 from
-/// inside a parallel region). Throws ShapeError on mismatched shapes and InputError when
-/// `level` is none or not available on this machine, or reads rows and B is in column strips
-/// (only the widened level reads both: bf16_panel_layout).
+/// inside a parallel region). Every level reads B in either layout (bf16_panel_layout). Throws
+/// ShapeError on mismatched shapes and InputError when `level` is none or not available on this
+/// machine.
 inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16> b, const StridedMatrix<float>& y,
                       bool accumulate, Bf16Scratch& scratch, Bf16Level level = best_bf16_level(), int max_team = 0) {
     require<ShapeError>(x.cols == b.inputs(), "gemm_bf16: input rows have ", x.cols, " features, the weight expects ",
@@ -253,9 +254,6 @@ inline void gemm_bf16(const StridedMatrix<const float>& x, PackedPanelsView<bf16
     require<InputError>(level != Bf16Level::none && bf16_level_available(level), "gemm_bf16: level ",
                         bf16_level_name(level), " is not available on this machine (",
                         cpu_features().summary(), ")");
-    require<InputError>(b.layout() == PanelLayout::rows || level == Bf16Level::widened, "gemm_bf16: level ",
-                        bf16_level_name(level), " reads panels in rows, these are in column strips",
-                        " (bf16_panel_layout: the widened level's layout on AVX2)");
     const index_t m = x.rows, n = b.outputs(), pairs = b.groups();
     if (m == 0 || n == 0) return;
     if (pairs == 0) {  // K = 0: the product is zero
@@ -291,8 +289,6 @@ inline index_t bf16_rounded_rows([[maybe_unused]] index_t m, [[maybe_unused]] Bf
 inline void gemm_bf16_rounded(const std::uint16_t* a, index_t lda, index_t m, PackedPanelsView<bf16> b,
                               const StridedMatrix<float>& y, bool accumulate, Bf16Level level,
                               [[maybe_unused]] int max_team = 0) {
-    require<InputError>(b.layout() == PanelLayout::rows,
-                        "gemm_bf16_rounded: the panels are in column strips, the AVX2 fp32 product's layout");
     require<InputError>((level == Bf16Level::avx512_bf16 || level == Bf16Level::amx) && bf16_level_available(level),
                         "gemm_bf16_rounded: level ", bf16_level_name(level),
                         " has no bf16 inputs or is not available on this machine (", cpu_features().summary(), ")");

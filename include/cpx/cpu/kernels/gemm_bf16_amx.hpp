@@ -20,9 +20,15 @@
 // pass, B through tmm5-7: each chunk's 4 KiB of B read once, in order, not as
 // two halves of every 256-byte pair, with the stream fetched ahead into L1.
 //
-// B needs no repacking: in the packed panels (cpu/kernels/packed_panels.hpp) the
-// pair p of a panel's columns [16j, 16j + 16) is the 64 bytes at byte
-// 256 p + 64 j, exactly an AMX B tile row, so a B tile is 16 rows 256 bytes apart.
+// B is read where the packed panels (cpu/kernels/packed_panels.hpp) hold it: the pair p
+// of a panel's columns [16j, 16j + 16) is 64 bytes, exactly an AMX B tile row. In
+// PanelLayout::rows the rows of a tile are 256 bytes apart (the four 16-column strips
+// interleaved); in PanelLayout::strips, the layout bf16_panel_layout() packs weights in where
+// AMX may run, a tile is 1 KiB in a row. Against rows, one core (Xeon with AMX, alternated
+// binaries): 384M bf16 prefill at 512 tokens 296 -> 276 ms, 187M 152 -> 147 ms (two threads:
+// 384M 168 -> 160, 187M level); the one-A-tile kernel and the one-row vdpbf16ps kernel read the
+// four strips as four streams, faster than one: 187M batch-1 decode step 8.6 -> 7.4 ms, 384M
+// 16.1 -> 14.7 ms (two threads). Attention packs its keys and values per call in rows.
 // A is the call's bf16 copy of x, its rows padded with zero rows to whole tiles.
 // Inputs: whole chunks of 16 pairs run on the tiles; a block's last pairs (fewer
 // than 16) run on the AVX512_BF16 micro-kernel, which every CPU with AMX-BF16
@@ -167,26 +173,30 @@ CPX_TARGET_AMX inline void store_c(float* const (&c)[4], index_t c_stride) {
     Isa::template store<3>(c[3], c_stride);
 }
 
+/// The first value of B tile `t` (columns [16t, 16t + 16)) of chunk q of a panel whose pairs and
+/// strips are `st` apart (PanelStrides): rows 2 st.group bytes apart.
+inline const bf16* b_tile(const bf16* panel, PanelStrides st, index_t q, int t) {
+    return panel + q * chunk_pairs * st.group + t * st.strip;
+}
+
 /// c[0:32, 0:64) (= | +=) a[0:32, 0:32 chunks) . panel over `chunks` chunks of 16 pairs,
 /// with the tiles configured by full_tiles(). a: bf16 rows `lda` values apart; panel: the
-/// panel at its first pair; c: fp32 rows `ldc` floats apart, all 32 x 64 of them written.
-/// Compiled for AMX so that Hardware's instructions inline into the loop.
+/// panel at its first pair, its pairs and strips `st` apart; c: fp32 rows `ldc` floats apart,
+/// all 32 x 64 of them written. Compiled for AMX so that Hardware's instructions inline into
+/// the loop.
 template <class Isa>
-CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* panel, index_t chunks, float* c, index_t ldc,
-                bool load_c) {
-    const index_t a_stride = lda * 2, c_stride = ldc * 4;
-    constexpr index_t b_stride = packed_panel_cols * 2 * 2;  // bytes from one pair to the next
+CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* panel, PanelStrides st, index_t chunks,
+                               float* c, index_t ldc, bool load_c) {
+    const index_t a_stride = lda * 2, c_stride = ldc * 4, b_stride = st.group * 2;
     for (int half = 0; half < 2; ++half) {
         float* c0 = c + 32 * half;
         float* const blocks[4] = {c0, c0 + 16, c0 + 16 * ldc, c0 + 16 * ldc + 16};  // 2 x 2 tiles
         const auto a_tile = [&](index_t q, int r) { return a + 2 * chunk_pairs * q + 16 * r * lda; };
-        const auto b_tile = [&](index_t q, int j) {
-            return panel + q * chunk_pairs * (packed_panel_cols * 2) + 64 * half + 32 * j;
-        };
+        const auto b_half = [&](index_t q, int j) { return b_tile(panel, st, q, 2 * half + j); };
         start_c<Isa>(blocks, c_stride, load_c);
         Isa::template load<4>(a_tile(0, 0), a_stride);
-        Isa::template load_stream<6>(b_tile(0, 0), b_stride);
-        Isa::template load_stream<7>(b_tile(0, 1), b_stride);
+        Isa::template load_stream<6>(b_half(0, 0), b_stride);
+        Isa::template load_stream<7>(b_half(0, 1), b_stride);
         Isa::template load<5>(a_tile(0, 1), a_stride);
         // Each tile is reloaded with the next chunk's as soon as its last product of this chunk is
         // issued, so the loads run under the remaining products: one core, [512 x 768] . [768 x
@@ -199,10 +209,10 @@ CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* 
             Isa::template dot<1, 4, 7>();
             Isa::template load<4>(a_tile(q + 1, 0), a_stride);
             Isa::template dot<2, 5, 6>();
-            Isa::template load_stream<6>(b_tile(q + 1, 0), b_stride);
+            Isa::template load_stream<6>(b_half(q + 1, 0), b_stride);
             Isa::template dot<3, 5, 7>();
             Isa::template load<5>(a_tile(q + 1, 1), a_stride);
-            Isa::template load_stream<7>(b_tile(q + 1, 1), b_stride);
+            Isa::template load_stream<7>(b_half(q + 1, 1), b_stride);
         }
         Isa::template dot<0, 4, 6>();
         Isa::template dot<1, 4, 7>();
@@ -214,36 +224,38 @@ CPX_TARGET_AMX void tile_32x64(const std::uint16_t* a, index_t lda, const bf16* 
 
 /// Rows of the one-A-tile kernel (tile_16x64).
 inline constexpr int half_tile_rows = 16;
-/// How far ahead of its chunk tile_16x64 fetches B. With few rows a tile call is bound by
-/// reading B: a 187M decode step of 16 sequences under `bf16` on two threads took 32.7 ms on the
-/// 32-row tiles, 28.4 on this kernel without the fetch and 26.7 with it (medians, alternated in
-/// one process, Xeon with AMX); [16 x 768] . [768 x 32000] on one core 5.1 -> 3.9 ms, the rate at
-/// which the one-row kernel reads the same weight.
-inline constexpr index_t half_tile_fetch_distance = 2048;
+/// How far ahead of its chunk tile_16x64 fetches B, in pairs (2 KiB of a panel in rows). With few
+/// rows a tile call is bound by reading B: a 187M decode step of 16 sequences under `bf16` on two
+/// threads took 32.7 ms on the 32-row tiles, 28.4 on this kernel without the fetch and 26.7 with
+/// it (medians, alternated in one process, Xeon with AMX); [16 x 768] . [768 x 32000] on one core
+/// 5.1 -> 3.9 ms, the rate at which the one-row kernel reads the same weight.
+inline constexpr index_t half_tile_fetch_pairs = 8;
 
 /// c[0:16, 0:64) (= | +=) a[0:16, 0:32 chunks) . panel over `chunks` chunks of 16 pairs (as
 /// tile_32x64, for 16 rows): per chunk one A tile, four B tiles of 16 columns each. The fetches
 /// past B's end are hints, which never fault.
 template <class Isa>
-CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* panel, index_t chunks, float* c,
-                               index_t ldc, bool load_c) {
-    const index_t a_stride = lda * 2, c_stride = ldc * 4;
-    constexpr index_t b_stride = packed_panel_cols * 2 * 2;
+CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* panel, PanelStrides st,
+                               index_t chunks, float* c, index_t ldc, bool load_c) {
+    const index_t a_stride = lda * 2, c_stride = ldc * 4, b_stride = st.group * 2;
     float* const blocks[4] = {c, c + 16, c + 32, c + 48};  // 1 x 4 tiles
     start_c<Isa>(blocks, c_stride, load_c);
     for (index_t q = 0; q < chunks; ++q) {
         const std::uint16_t* aq = a + 2 * chunk_pairs * q;
-        const bf16* bq = panel + q * chunk_pairs * (packed_panel_cols * 2);  // 16 pairs x 64 columns: 4 KiB
-        const char* ahead = reinterpret_cast<const char*>(bq) + half_tile_fetch_distance;
-        for (int line = 0; line < 64; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+        // Each tile's 16 rows, half_tile_fetch_pairs ahead: in rows, the chunk's 4 KiB shifted by 2 KiB.
+        for (int t = 0; t < 4; ++t) {
+            const bf16* tile_ahead = b_tile(panel, st, q, t) + half_tile_fetch_pairs * st.group;
+            const char* ahead = reinterpret_cast<const char*>(tile_ahead);
+            for (int r = 0; r < 16; ++r) _mm_prefetch(ahead + b_stride * r, _MM_HINT_T0);
+        }
         Isa::template load<4>(aq, a_stride);
-        Isa::template load<6>(bq, b_stride);
+        Isa::template load<6>(b_tile(panel, st, q, 0), b_stride);
         Isa::template dot<0, 4, 6>();
-        Isa::template load<7>(bq + 32, b_stride);
+        Isa::template load<7>(b_tile(panel, st, q, 1), b_stride);
         Isa::template dot<1, 4, 7>();
-        Isa::template load<5>(bq + 64, b_stride);
+        Isa::template load<5>(b_tile(panel, st, q, 2), b_stride);
         Isa::template dot<2, 4, 5>();
-        Isa::template load<6>(bq + 96, b_stride);
+        Isa::template load<6>(b_tile(panel, st, q, 3), b_stride);
         Isa::template dot<3, 4, 6>();
     }
     store_c<Isa>(blocks, c_stride);
@@ -267,25 +279,25 @@ void through_buffer(int rows, float* c, index_t ldc, index_t cols, bool load_c, 
 /// c[0:rows, 0:cols) (= | +=) a[0:rows, 0:2 pairs) . panel, rows <= 32, cols <= 64: whole
 /// chunks on the tiles (tile_16x64 for up to 16 rows, else tile_32x64), the rest on the
 /// AVX512_BF16 micro-kernel. a must have whole tiles of readable rows (zero past `rows`) of
-/// at least 2 * pairs values rounded up to whole chunks.
+/// at least 2 * pairs values rounded up to whole chunks; the panel's pairs and strips `st` apart.
 template <class Isa>
-void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* panel, index_t pairs, float* c,
-                 index_t ldc, index_t cols, bool load_c) {
+void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* panel, PanelStrides st, index_t pairs,
+                 float* c, index_t ldc, index_t cols, bool load_c) {
     const index_t chunks = pairs / chunk_pairs, rest = pairs - chunks * chunk_pairs;
     if (chunks > 0 && rows <= half_tile_rows) {
         through_buffer<half_tile_rows>(rows, c, ldc, cols, load_c, [&](float* cc, index_t ld) {
-            tile_16x64<Isa>(a, lda, panel, chunks, cc, ld, load_c);
+            tile_16x64<Isa>(a, lda, panel, st, chunks, cc, ld, load_c);
         });
     } else if (chunks > 0) {
         through_buffer<tile_rows>(rows, c, ldc, cols, load_c, [&](float* cc, index_t ld) {
-            tile_32x64<Isa>(a, lda, panel, chunks, cc, ld, load_c);
+            tile_32x64<Isa>(a, lda, panel, st, chunks, cc, ld, load_c);
         });
     }
     if (rest > 0) {
         const index_t done = chunks * chunk_pairs;
         for (int r = 0; r < rows; r += avx512_bf16::tile_rows)
             avx512_bf16::tile_rows_n(std::min(avx512_bf16::tile_rows, rows - r), a + r * lda + 2 * done, lda,
-                                     panel + done * (packed_panel_cols * 2), rest, c + r * ldc, ldc, cols,
+                                     panel + done * st.group, st, rest, c + r * ldc, ldc, cols,
                                      load_c || chunks > 0);
     }
 }

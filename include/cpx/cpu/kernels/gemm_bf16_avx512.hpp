@@ -49,23 +49,26 @@ CPX_TARGET_AVX512_BF16 inline void round_to_bf16(const float* src, index_t n, st
 
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:2 pairs) . panel, over `pairs` input pairs.
 /// a: bf16 rows lda values apart (4-byte aligned pairs); b: the panel at the
-/// first pair; c: fp32 rows ldc apart; cols <= 64 columns are written. Ahead:
-/// `ahead` fetches its lines during the loop; else the tile fetches its own stream if Own.
+/// first pair, its pairs and strips `st` apart (either layout); c: fp32 rows ldc apart;
+/// cols <= 64 columns are written. Ahead: `ahead` fetches its lines during the loop; else
+/// the tile fetches its own stream if Own.
 template <int MR, bool Ahead, bool Own = true>
-CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs,
-                                        float* c, index_t ldc, index_t cols, bool load_c,
+CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, const bf16* b, PanelStrides st,
+                                        index_t pairs, float* c, index_t ldc, index_t cols, bool load_c,
                                         avx512_tile::Prefetcher ahead) {
     constexpr int NV = avx512_tile::vectors;
+    // The same stream distance in pairs under either layout (16 pairs: 4 KiB of rows).
+    const index_t fetch_ahead = avx512_tile::stream_distance / (packed_panel_cols * 2 * 2) * st.group * 2;
     avx512_tile::Accumulators<MR> acc(c, ldc, cols, load_c);
     const std::uint16_t* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (index_t p = 0; p < pairs; ++p) {
-        const bf16* bp = b + p * (packed_panel_cols * 2);
+        const bf16* bp = b + p * st.group;
         if constexpr (Ahead) ahead.step();
-        else if constexpr (Own) avx512_tile::fetch_stream(bp);
+        else if constexpr (Own) avx512_tile::fetch_strips(bp, st.strip * 2, fetch_ahead);
         __m512bh bv[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + 32 * v);
+        for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(bp + v * st.strip);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
             std::int32_t word;
@@ -79,10 +82,10 @@ CPX_TARGET_AVX512_BF16 inline void tile(const std::uint16_t* a, index_t lda, con
 }
 
 /// tile<rows> for 1 <= rows <= tile_rows.
-inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, index_t pairs, float* c,
-                        index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
+inline void tile_rows_n(int rows, const std::uint16_t* a, index_t lda, const bf16* b, PanelStrides st, index_t pairs,
+                        float* c, index_t ldc, index_t cols, bool load_c, avx512_tile::Prefetcher ahead = {}) {
     avx512_tile::for_rows_fetching(rows, ahead, [&]<int R, bool Ahead, bool Own>() {
-        tile<R, Ahead, Own>(a, lda, b, pairs, c, ldc, cols, load_c, ahead);
+        tile<R, Ahead, Own>(a, lda, b, st, pairs, c, ldc, cols, load_c, ahead);
     });
 }
 

@@ -176,19 +176,6 @@ inline void fetch(avx512_tile::Prefetcher& ahead, const StreamFetch& stream, con
 }
 }  // namespace detail
 
-/// Where a tile finds its B values (PackedPanelsView::group_stride, strip_stride): `group`
-/// values from one input group to the next, `strip` from one 16-column strip to the next;
-/// `strips`: the layout is PanelLayout::strips.
-struct PanelStrides {
-    index_t group, strip;
-    bool strips;
-
-    template <class T>
-    static PanelStrides of(const PackedPanelsView<T>& b, index_t g) {
-        return {b.group_stride(), b.strip_stride(g), b.layout() == PanelLayout::strips};
-    }
-};
-
 /// c[0:MR, 0:cols) (= | +=) a[0:MR, 0:depth) . panel over `depth` inputs, pass by pass.
 template <int MR, bool Ahead>
 CPX_TARGET_AVX2 inline void tile(const float* a, index_t lda, const float* b, PanelStrides st, index_t depth, float* c,

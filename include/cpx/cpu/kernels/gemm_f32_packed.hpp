@@ -82,12 +82,12 @@ struct Avx2Kernel {
     template <class T, class... A>
     static void tile_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
                             A&&... rest) {
-        avx2_f32::tile_rows_n(rows, a, lda, b.panel(p, g), avx2_f32::PanelStrides::of(b, g), std::forward<A>(rest)...);
+        avx2_f32::tile_rows_n(rows, a, lda, b.panel(p, g), PanelStrides::of(b, g), std::forward<A>(rest)...);
     }
     template <class T, class... A>
     static void tile_bf16_rows_n(int rows, const float* a, index_t lda, PackedPanelsView<T> b, index_t p, index_t g,
                                  A&&... rest) {
-        avx2_f32::tile_bf16_rows_n(rows, a, lda, b.panel(p, g), avx2_f32::PanelStrides::of(b, g),
+        avx2_f32::tile_bf16_rows_n(rows, a, lda, b.panel(p, g), PanelStrides::of(b, g),
                                    std::forward<A>(rest)...);
     }
 };

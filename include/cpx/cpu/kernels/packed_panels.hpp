@@ -179,6 +179,19 @@ private:
     PanelLayout layout_ = PanelLayout::rows;
 };
 
+/// Where a kernel finds its B values at input group g of a panel (PackedPanelsView::group_stride,
+/// strip_stride): `group` values from one input group to the next, `strip` from one 16-column
+/// strip to the next; `strips`: the layout is PanelLayout::strips.
+struct PanelStrides {
+    index_t group, strip;
+    bool strips;
+
+    template <class T>
+    static PanelStrides of(const PackedPanelsView<T>& b, index_t g) {
+        return {b.group_stride(), b.strip_stride(g), b.layout() == PanelLayout::strips};
+    }
+};
+
 /// T: the packed element type, bf16 or float.
 template <class T>
 class PackedPanels {
@@ -368,13 +381,15 @@ inline PanelLayout fp32_panel_layout() {
     return vector_isa() == VectorIsa::avx2 ? PanelLayout::strips : PanelLayout::rows;
 }
 
-/// The layout of panels for bf16 arithmetic (Compute::bf16): strips where the only bf16 level the
-/// machine has is the widened one (gemm_bf16.hpp) and the vector level is AVX2, since that level is
-/// the packed fp32 product; rows where the bf16 instructions (AVX512_BF16, AMX), which read only
-/// rows, may run.
+/// The layout of panels for bf16 arithmetic (Compute::bf16), which every bf16 level reads: strips
+/// where AMX may run, since an AMX B tile (16 pairs x 16 columns) is then 1 KiB in a row
+/// (cpu/kernels/gemm_bf16_amx.hpp has the figures), and where the only bf16 level the machine
+/// has is the widened one and the vector level is AVX2, since that level is the packed fp32
+/// product; rows elsewhere (AVX512_BF16 without AMX, whose kernel streams one run per pair).
 inline PanelLayout bf16_panel_layout() {
-    return fp32_panel_layout() == PanelLayout::strips && !cpu_features().avx512_bf16 ? PanelLayout::strips
-                                                                                      : PanelLayout::rows;
+    const CpuFeatures& f = cpu_features();
+    if (f.amx_permitted && f.avx512_bf16) return PanelLayout::strips;
+    return fp32_panel_layout() == PanelLayout::strips && !f.avx512_bf16 ? PanelLayout::strips : PanelLayout::rows;
 }
 
 /// A weight packed for the product a model's Compute choice runs: bf16 panels
