@@ -28,7 +28,9 @@
 //
 // A strip pass then reads one ascending run of 64-byte lines instead of one line of every
 // 256 (fp32) bytes; the weight packs of fp32 arithmetic take it where the vector level is
-// AVX2 (PackedWeight::pack).
+// AVX2 (PackedWeight::pack). In bf16 (G = 2) a block is 512 pairs, the bf16 product's input
+// block, and each 16 pairs of a strip are one AMX B tile, 1 KiB in a row: the packs of bf16
+// arithmetic take strips where AMX may run (bf16_panel_layout); every bf16 kernel reads both.
 
 #include <algorithm>
 #include <cstdint>
@@ -62,7 +64,7 @@ static_assert(packed_panel_cols % strip_cols == 0, "a panel is whole strips");
 /// Order of the values inside a panel (the file comment has both formulas).
 enum class PanelLayout : bool {
     rows,    ///< each group of inputs: one run of the panel's 64 columns (every kernel reads it)
-    strips,  ///< each block of inputs: its four 16-column strips one after another (the AVX2 fp32 kernel)
+    strips,  ///< each block of inputs: its four 16-column strips one after another (AVX2 fp32; AMX)
 };
 
 /// Orientation of the source matrix handed to PackedPanels::pack.
