@@ -243,6 +243,8 @@ CPX_TARGET_AMX void tile_16x64(const std::uint16_t* a, index_t lda, const bf16* 
     for (index_t q = 0; q < chunks; ++q) {
         const std::uint16_t* aq = a + 2 * chunk_pairs * q;
         // Each tile's 16 rows, half_tile_fetch_pairs ahead: in rows, the chunk's 4 KiB shifted by 2 KiB.
+        // One line per row, b_stride apart, so not fetch_lines' contiguous stretch (GCC 12 emits all
+        // 64 prefetches in the Hardware instance, unrolled).
         for (int t = 0; t < 4; ++t) {
             const bf16* tile_ahead = b_tile(panel, st, q, t) + half_tile_fetch_pairs * st.group;
             const char* ahead = reinterpret_cast<const char*>(tile_ahead);
