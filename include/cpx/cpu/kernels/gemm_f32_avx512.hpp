@@ -19,9 +19,10 @@
 // tokens (Zen 5), the products ran at 223-241 GFLOP/s in the model against
 // 255-262 alone, and 246-259 with the request; the step took 447-456 -> 427-438
 // ms, two threads 231-241 -> 223-235; bf16 weights on two threads 234-246 ->
-// 224-242 (alternated binaries). The bf16 tile (gemm_bf16_avx512.hpp) lost at
-// most 4% to a cold C alone, and its prefill ran no faster with the request
-// (one thread 227-232 -> 235-238 ms), so it has none.
+// 224-242 (alternated binaries). The bf16 tile (gemm_bf16_avx512.hpp) gained
+// nothing from a request at its start (one thread 227-232 -> 235-238 ms) and
+// makes it near the end of its loop instead (c_fetch_pairs); this tile, moved
+// the same way, measured level (Zen 4), so its request stays at its start.
 //
 // Compiled by function attribute, called only where cpu_features() reports
 // AVX-512.
