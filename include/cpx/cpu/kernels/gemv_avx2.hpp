@@ -286,17 +286,17 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void lanes_input(const float* x, const float* c
 /// and multiplies V vectors of sequences, so the arithmetic is V FMAs per weight whatever the
 /// rows, with no sums across lanes. bf16 weights: each row's next 64-byte line is widened
 /// into an L1 buffer (even inputs, then odd, per 16) while the current one computes, so
-/// every broadcast reads fp32 from memory. The next block's rows are fetched meanwhile, up to
-/// row `o_end` (exclusive; the last row before it stands in for rows past it).
+/// every broadcast reads fp32 from memory. The next block's rows are fetched meanwhile, past the
+/// caller's panel too (w's last row stands in for rows past the matrix).
 template <class W, int V, int R>
 CPX_TARGET_AVX2 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o,
-                                      int rows_here, index_t o_end, const StridedMatrix<float>& y, bool accumulate) {
+                                      int rows_here, const StridedMatrix<float>& y, bool accumulate) {
     constexpr int L = 8 * V;
     const W* wr[R];
     const W* next[R];
     for (int r = 0; r < R; ++r) {
         wr[r] = w.data + (o + std::min(r, rows_here - 1)) * w.ld;
-        next[r] = w.data + std::min<index_t>(o + R + r, o_end - 1) * w.ld;
+        next[r] = w.data + std::min<index_t>(o + R + r, w.rows - 1) * w.ld;
     }
     // Two named arrays, not one [R][V]: GCC keeps these in registers.
     __m256 acc0[R], acc1[R];
@@ -363,12 +363,12 @@ CPX_TARGET_AVX2 void gemv_lanes_nt(const float* xt, index_t in, const StridedMat
     if (lane_width(y.rows) == 8) {
         constexpr int R = 8;
         for (index_t o = o0; o < o1; o += R)
-            detail::gemv_lanes_block<W, 1, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), w.rows, y,
+            detail::gemv_lanes_block<W, 1, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), y,
                                              accumulate);
     } else {
         constexpr int R = 4;
         for (index_t o = o0; o < o1; o += R)
-            detail::gemv_lanes_block<W, 2, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), w.rows, y,
+            detail::gemv_lanes_block<W, 2, R>(xt, in, w, o, static_cast<int>(std::min<index_t>(R, o1 - o)), y,
                                              accumulate);
     }
 }
