@@ -33,11 +33,14 @@ struct ExpertWeights {
     const PackedWeight* gate_up_packed = nullptr;
     const PackedWeight* down_packed = nullptr;
 
+    // Null matrices (stored matrices released to the packs) give null views of the right shape:
+    // an offset applied to a null pointer is undefined behaviour, even unused.
     StridedMatrix<const W> gate_up_of(int e) const {
-        return {gate_up + static_cast<index_t>(e) * hidden * 2 * width, hidden, 2 * width, 2 * width};
+        return {gate_up ? gate_up + static_cast<index_t>(e) * hidden * 2 * width : nullptr, hidden, 2 * width,
+                2 * width};
     }
     StridedMatrix<const W> down_of(int e) const {
-        return {down + static_cast<index_t>(e) * width * hidden, width, hidden, hidden};
+        return {down ? down + static_cast<index_t>(e) * width * hidden : nullptr, width, hidden, hidden};
     }
 };
 
