@@ -7,10 +7,12 @@
 #include <cpx/models/prism/checkpoint.hpp>
 #include <cpx/models/prism/model.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "temp_dir.hpp"
 #include "test_support.hpp"
@@ -135,6 +137,37 @@ TEST_CASE("bf16 weights save their matrices as BF16 and load back exactly, into 
     // the same values, up to the summation order of its widened-panel products.
     PrismModel<Tiny, bf16> m16(as16);
     CHECK(testing::relative_error(m16.forward(probe_tokens), logits_of(as32, probe_tokens)) < 1e-5);
+}
+
+TEST_CASE("convert_weights rounds every tensor's matrix values to bf16 and converts back exactly") {
+    const auto w = tiny_weights(5);
+    const auto back = convert_weights<float>(convert_weights<bf16>(w));
+    const auto src = w.slots();
+    const auto dst = back.slots();
+    REQUIRE(src.size() == dst.size());
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        CAPTURE(src[i].name);
+        REQUIRE(dst[i].name == src[i].name);
+        std::vector<float> a(static_cast<std::size_t>(src[i].elements())), b(a.size());
+        src[i].extract(a);
+        dst[i].extract(b);
+        // Matrices are stored as W (rounded to bf16), vectors and lambda stay fp32.
+        for (float& v : a)
+            if (src[i].w) v = bf16::from_float(v).to_float();
+        CHECK(a == b);
+    }
+}
+
+TEST_CASE("copy_slots refuses lists of other tensors before copying any") {
+    const auto w = tiny_weights(6);
+    PrismWeights<Tiny, bf16> to;
+    const auto src = w.slots();
+    auto dst = to.slots();
+    CHECK_THROWS_WITH_AS(copy_slots(src, std::vector(dst.begin() + 1, dst.end())), doctest::Contains("tensors into"),
+                         ShapeError);
+    std::swap(dst[1], dst[2]);
+    CHECK_THROWS_WITH_AS(copy_slots(src, dst), doctest::Contains("another name or shape"), ShapeError);
+    CHECK(std::all_of(to.wpe.begin(), to.wpe.end(), [](bf16 v) { return v.to_float() == 0.0f; }));
 }
 
 TEST_CASE("lm_head.weight is optional, may stand in for wte, and must equal wte when both exist") {

@@ -100,4 +100,25 @@ struct SlotList {
     TensorSlot<W>& back() { return slots.back(); }
 };
 
+/// Copies every tensor of `src` into the slot of the same index in `dst`, the two lists describing
+/// the same tensors (names and shapes checked first) in any storage types: the dtype conversion of
+/// both model families' weights (to bf16 rounds to nearest even, to fp32 is exact).
+template <class From, class To>
+void copy_slots(const std::vector<TensorSlot<From>>& src, const std::vector<TensorSlot<To>>& dst) {
+    require<ShapeError>(src.size() == dst.size(), "copy_slots: ", src.size(), " tensors into ", dst.size());
+    for (std::size_t i = 0; i < src.size(); ++i)  // checked before the parallel region: no throw inside it
+        require<ShapeError>(src[i].name == dst[i].name && src[i].shape == dst[i].shape, "copy_slots: tensor ",
+                            src[i].name, " into ", dst[i].name, " (another name or shape)");
+#pragma omp parallel
+    {
+        std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            values.resize(static_cast<std::size_t>(src[i].elements()));
+            src[i].extract(values);
+            dst[i].assign(values);
+        }
+    }
+}
+
 }  // namespace cpx

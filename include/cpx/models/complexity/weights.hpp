@@ -286,18 +286,7 @@ public:
 template <class To, ComplexityConfigType C, class From>
 ComplexityWeights<C, To> convert_weights(const ComplexityWeights<C, From>& from) {
     ComplexityWeights<C, To> to;
-    const auto src = from.slots();
-    const auto dst = to.slots();
-#pragma omp parallel
-    {
-        std::vector<float> values;
-#pragma omp for schedule(dynamic, 1)
-        for (std::size_t i = 0; i < src.size(); ++i) {
-            values.resize(static_cast<std::size_t>(src[i].elements()));
-            src[i].extract(values);
-            dst[i].assign(values);
-        }
-    }
+    copy_slots(from.slots(), to.slots());
     for (std::size_t i = 0; i < to.layers.size(); ++i) to.layers[i].routes = from.layers[i].routes;
     return to;
 }

@@ -141,20 +141,9 @@ private:
         require<InputError>(!self.released_, "the layer matrices of these weights were released to the model's packs "
                             "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
-        using Fq = typename TensorSlot<Wq>::Float;
-        std::vector<TensorSlot<Wq>> out;
-        const auto vec = [&](std::string name, std::vector<std::int64_t> shape, Fq* data, std::int64_t n,
-                             float value) {
-            TensorSlot<Wq> s;
-            s.name = std::move(name), s.shape = std::move(shape), s.f32 = data, s.cols = n, s.init_value = value;
-            out.push_back(std::move(s));
-        };
-        const auto mat = [&](std::string name, Wq* data, std::int64_t rows, std::int64_t cols, double init_std,
-                             bool orthogonal = false) {
-            TensorSlot<Wq> s;
-            s.name = std::move(name), s.shape = {rows, cols}, s.w = data;
-            s.rows = rows, s.cols = cols, s.row_stride = cols, s.init_std = init_std, s.orthogonal = orthogonal;
-            out.push_back(std::move(s));
+        SlotList<Wq> out;
+        const auto mat = [&](std::string name, Wq* data, std::int64_t rows, std::int64_t cols, double init_std) {
+            out.matrix(std::move(name), {rows, cols}, data, rows, cols, cols, init_std);
         };
         const double std0 = 0.02, proj_std = 0.02 / std::sqrt(2.0 * C::layers);
         mat(prism_embedding_name, self.wte.data(), vocab, d, std0);
@@ -162,20 +151,21 @@ private:
         for (int i = 0; i < C::layers; ++i) {
             auto& l = self.layers[static_cast<std::size_t>(i)];
             const std::string p = prism_blocks + std::to_string(i) + ".";
-            vec(p + "ln_1.weight", {d}, l.ln_1_weight.data(), d, 1.0f);
-            if (C::bias) vec(p + "ln_1.bias", {d}, l.ln_1_bias.data(), d, 0.0f);
-            mat(p + "attn.u_proj.weight", l.u.data(), u_rows, d, 0.0, /*orthogonal=*/true);
-            vec(p + "attn.lambda_q", {}, &l.lambda, 1, static_cast<float>(prism_lambda_start));
-            vec(p + "ln_2.weight", {d}, l.ln_2_weight.data(), d, 1.0f);
-            if (C::bias) vec(p + "ln_2.bias", {d}, l.ln_2_bias.data(), d, 0.0f);
+            out.vector(p + "ln_1.weight", {d}, l.ln_1_weight.data(), d, 1.0f);
+            if (C::bias) out.vector(p + "ln_1.bias", {d}, l.ln_1_bias.data(), d, 0.0f);
+            mat(p + "attn.u_proj.weight", l.u.data(), u_rows, d, 0.0);
+            out.back().orthogonal = true;
+            out.vector(p + "attn.lambda_q", {}, &l.lambda, 1, static_cast<float>(prism_lambda_start));
+            out.vector(p + "ln_2.weight", {d}, l.ln_2_weight.data(), d, 1.0f);
+            if (C::bias) out.vector(p + "ln_2.bias", {d}, l.ln_2_bias.data(), d, 0.0f);
             mat(p + "mlp.c_fc.weight", l.c_fc_weight.data(), width, d, std0);
-            if (C::bias) vec(p + "mlp.c_fc.bias", {width}, l.c_fc_bias.data(), width, 0.0f);
+            if (C::bias) out.vector(p + "mlp.c_fc.bias", {width}, l.c_fc_bias.data(), width, 0.0f);
             mat(p + "mlp.c_proj.weight", l.c_proj_weight.data(), d, width, proj_std);
-            if (C::bias) vec(p + "mlp.c_proj.bias", {d}, l.c_proj_bias.data(), d, 0.0f);
+            if (C::bias) out.vector(p + "mlp.c_proj.bias", {d}, l.c_proj_bias.data(), d, 0.0f);
         }
-        vec("transformer.ln_f.weight", {d}, self.ln_f_weight.data(), d, 1.0f);
-        if (C::bias) vec("transformer.ln_f.bias", {d}, self.ln_f_bias.data(), d, 0.0f);
-        return out;
+        out.vector("transformer.ln_f.weight", {d}, self.ln_f_weight.data(), d, 1.0f);
+        if (C::bias) out.vector("transformer.ln_f.bias", {d}, self.ln_f_bias.data(), d, 0.0f);
+        return std::move(out.slots);
     }
 };
 
@@ -184,14 +174,7 @@ private:
 template <class To, PrismConfigType C, class From>
 PrismWeights<C, To> convert_weights(const PrismWeights<C, From>& from) {
     PrismWeights<C, To> to;
-    const auto src = from.slots();
-    const auto dst = to.slots();
-    std::vector<float> values;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-        values.resize(static_cast<std::size_t>(src[i].elements()));
-        src[i].extract(values);
-        dst[i].assign(values);
-    }
+    copy_slots(from.slots(), to.slots());
     return to;
 }
 
