@@ -2,38 +2,16 @@
 // initialiser and computes the CPU model's logits (Eigen stays in this file).
 #include <cpx/models/prism/model.hpp>
 
-#include <random>
 #include <utility>
 
 #include "prism_cpu_reference.hpp"
+#include "prism_test_weights.hpp"
 
 namespace cpx::testing {
 
 template <class C>
 NamedTensors prism_weights(std::uint64_t seed) {
-    auto w = PrismWeights<C>::random(seed);
-    std::mt19937_64 gen(seed + 1);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    const auto jitter = [&](auto& vec, float mean, float sd) {
-        for (auto& v : vec) v = mean + sd * n(gen);
-    };
-    for (auto& v : w.wte) v *= 25.0f;
-    for (auto& v : w.wpe) v *= 10.0f;
-    jitter(w.ln_f_weight, 1.0f, 0.2f);
-    jitter(w.ln_f_bias, 0.0f, 0.2f);
-    float lambda = 0.05f;
-    for (auto& l : w.layers) {
-        jitter(l.ln_1_weight, 1.0f, 0.2f);
-        jitter(l.ln_1_bias, 0.0f, 0.2f);
-        jitter(l.ln_2_weight, 1.0f, 0.2f);
-        jitter(l.ln_2_bias, 0.0f, 0.2f);
-        jitter(l.c_fc_bias, 0.0f, 0.1f);
-        jitter(l.c_proj_bias, 0.0f, 0.1f);
-        for (auto& v : l.c_fc_weight) v *= 5.0f;
-        for (auto& v : l.c_proj_weight) v *= 5.0f;
-        for (auto& v : l.u) v *= 2.0f;
-        l.lambda = (lambda += 0.3f);
-    }
+    const auto w = prism_test_weights<C>(seed);
     NamedTensors out;
     for (const auto& slot : w.slots()) {
         std::vector<float> values(static_cast<std::size_t>(slot.elements()));

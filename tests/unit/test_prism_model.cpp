@@ -7,11 +7,11 @@
 #include <cpx/models/prism/model.hpp>
 
 #include <chrono>
-#include <random>
 #include <utility>
 
 #include "last_rows_check.hpp"
 #include "prism_reference.hpp"
+#include "prism_test_weights.hpp"
 #include "test_support.hpp"
 
 using namespace cpx;
@@ -23,36 +23,7 @@ using Tiny = presets::TinyPrism;  // 2 layers, d 32, H 2, R 2, vocab 101, contex
 using TinyNoBias = PrismConfig<PrismDims{.n_layer = 2, .n_head = 4, .n_embd = 32, .vocab_size = 67,
                                          .block_size = 24, .prism_expansion_ratio = 1, .bias = false}>;
 
-/// Random weights at scales where every part matters: the spec's init, then
-/// LayerNorm weights and biases, all biases and lambda randomised, and the
-/// embeddings larger than 0.02 so the logits are not all near zero.
-template <class C>
-PrismWeights<C> test_weights(std::uint64_t seed) {
-    auto w = PrismWeights<C>::random(seed);
-    std::mt19937_64 gen(seed + 1);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    for (auto& v : w.wte) v *= 25.0f;
-    for (auto& v : w.wpe) v *= 10.0f;
-    const auto jitter = [&](auto& vec, float mean, float sd) {
-        for (auto& v : vec) v = mean + sd * n(gen);
-    };
-    jitter(w.ln_f_weight, 1.0f, 0.2f);
-    jitter(w.ln_f_bias, 0.0f, 0.2f);
-    float lambda = 0.05f;
-    for (auto& l : w.layers) {
-        jitter(l.ln_1_weight, 1.0f, 0.2f);
-        jitter(l.ln_1_bias, 0.0f, 0.2f);
-        jitter(l.ln_2_weight, 1.0f, 0.2f);
-        jitter(l.ln_2_bias, 0.0f, 0.2f);
-        jitter(l.c_fc_bias, 0.0f, 0.1f);
-        jitter(l.c_proj_bias, 0.0f, 0.1f);
-        for (auto& v : l.c_fc_weight) v *= 5.0f;
-        for (auto& v : l.c_proj_weight) v *= 5.0f;
-        for (auto& v : l.u) v *= 2.0f;
-        l.lambda = (lambda += 0.3f);
-    }
-    return w;
-}
+using cpx::testing::prism_test_weights;
 
 template <class C>
 std::vector<double> reference_logits(const PrismWeights<C>& w, const std::vector<std::int64_t>& tokens) {
@@ -67,7 +38,7 @@ std::vector<float> rows_of(const std::vector<float>& v, std::size_t first, std::
 }  // namespace
 
 TEST_CASE("TinyPrism logits match the double reference within 1e-4") {
-    PrismModel<Tiny> model(test_weights<Tiny>(11));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(11));
     for (std::size_t t : {1u, 9u, 48u}) {
         const auto tokens = random_tokens(t, Tiny::vocab, 12 + t);
         // fp32 throughout, two layers, softmax over <= 48 keys: ~1e-6 observed.
@@ -77,21 +48,21 @@ TEST_CASE("TinyPrism logits match the double reference within 1e-4") {
 }
 
 TEST_CASE("a configuration without biases (and R = 1) matches the reference") {
-    PrismModel<TinyNoBias> model(test_weights<TinyNoBias>(21));
+    PrismModel<TinyNoBias> model(prism_test_weights<TinyNoBias>(21));
     CHECK(model.weights().ln_f_bias.empty());
     const auto tokens = random_tokens(24, TinyNoBias::vocab, 22);
     CHECK(testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens)) < 1e-4);
 }
 
 TEST_CASE("bf16 weights compute in fp32 from the rounded values") {
-    PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(25)));
+    PrismModel<Tiny, bf16> model(convert_weights<bf16>(prism_test_weights<Tiny>(25)));
     const auto rounded = convert_weights<float>(model.weights());  // exact: bf16 -> fp32
     const auto tokens = random_tokens(30, Tiny::vocab, 26);
     CHECK(testing::relative_error(model.forward(tokens), reference_logits(rounded, tokens)) < 1e-4);
 }
 
 TEST_CASE("a batch of sequences of different lengths gives each sequence its own logits") {
-    PrismModel<Tiny> model(test_weights<Tiny>(31));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(31));
     const std::vector<std::vector<std::int64_t>> seqs{random_tokens(17, Tiny::vocab, 32),
                                                       random_tokens(3, Tiny::vocab, 33),
                                                       random_tokens(30, Tiny::vocab, 34)};
@@ -110,7 +81,7 @@ TEST_CASE("a batch of sequences of different lengths gives each sequence its own
 }
 
 TEST_CASE("decoding token by token through the KV cache equals the full forward pass") {
-    PrismModel<Tiny> model(test_weights<Tiny>(35));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(35));
     const auto tokens = random_tokens(48, Tiny::vocab, 36);
     const auto full = model.forward(tokens);
     KVCache<Tiny> cache;
@@ -124,7 +95,7 @@ TEST_CASE("decoding token by token through the KV cache equals the full forward 
 }
 
 TEST_CASE("step times: attention and MLP of each layer, embedding and head timed; the logits unchanged") {
-    const auto w = test_weights<Tiny>(62);
+    const auto w = prism_test_weights<Tiny>(62);
     PrismModel<Tiny> plain(w), timed(w);
     StepTimes<Tiny::layers> times;
     timed.attach(times);
@@ -148,12 +119,12 @@ TEST_CASE("step times: attention and MLP of each layer, embedding and head timed
 }
 
 TEST_CASE("a prefill returning the last logits or none fills the caches as one returning every row") {
-    PrismModel<Tiny> model(test_weights<Tiny>(60));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(60));
     testing::check_last_rows_prefill<KVCache<Tiny>>(model, Tiny::vocab, Tiny::layers, 61);
 }
 
 TEST_CASE("chunked prefill equals one-shot prefill, and decoding continues identically") {
-    PrismModel<Tiny> model(test_weights<Tiny>(37));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(37));
     const auto tokens = random_tokens(41, Tiny::vocab, 38);
     KVCache<Tiny> one(48), chunked(48);
     std::vector<float> a(41 * Tiny::vocab), b(41 * Tiny::vocab);
@@ -173,7 +144,7 @@ TEST_CASE("chunked prefill equals one-shot prefill, and decoding continues ident
 }
 
 TEST_CASE("batched decode of sequences at different offsets equals decoding each alone") {
-    PrismModel<Tiny> model(test_weights<Tiny>(39));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(39));
     const auto p0 = random_tokens(5, Tiny::vocab, 40), p1 = random_tokens(23, Tiny::vocab, 41);
     KVCache<Tiny> a(32), b(32), a_alone(32), b_alone(32);
     std::vector<float> none;
@@ -191,7 +162,7 @@ TEST_CASE("batched decode of sequences at different offsets equals decoding each
 }
 
 TEST_CASE("a bf16 KV cache stays close to the fp32 model") {
-    const auto w = test_weights<Tiny>(43);
+    const auto w = prism_test_weights<Tiny>(43);
     PrismModel<Tiny> exact(w);
     PrismModel<Tiny, float, bf16> compact(w);
     const auto tokens = random_tokens(20, Tiny::vocab, 44);
@@ -270,7 +241,7 @@ TEST_CASE("bad input gets the same clear errors as the COMPLEXITY-DEEP model") {
 }
 
 TEST_CASE("the attention-distance table gets every layer's queries for each head") {
-    PrismModel<Tiny> model(test_weights<Tiny>(51));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(51));
     cpu::AttentionDistance distance(Tiny::layers, 2 * Tiny::heads);
     model.attach(distance);
     const auto a = random_tokens(20, Tiny::vocab, 52), b = random_tokens(20, Tiny::vocab, 53);
@@ -292,7 +263,7 @@ TEST_CASE("the attention-distance table gets every layer's queries for each head
 }
 
 TEST_CASE("generation (shared with COMPLEXITY-DEEP) runs on the PRISM model: greedy = argmax of full passes") {
-    PrismModel<Tiny> model(test_weights<Tiny>(61));
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(61));
     const auto prompt = random_tokens(6, Tiny::vocab, 62);
     KVCache<Tiny> cache(32);
     const auto out = generate(model, cache, prompt, 10);
@@ -315,7 +286,7 @@ TEST_CASE("bf16 arithmetic: logits within the bf16 bound of the double reference
         MESSAGE("skipped: this machine has no bf16 level (neither bf16 instructions nor AVX2 and FMA: ", cpu::cpu_features().summary(), ")");
         return;
     }
-    PrismModel<Tiny> model(test_weights<Tiny>(21), cpu::Compute::bf16);
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(21), cpu::Compute::bf16);
     CHECK(model.packed_bytes() > 0);
     const auto tokens = random_tokens(40, Tiny::vocab, 22);
     const double err = testing::relative_error(model.forward(tokens), reference_logits(model.weights(), tokens));
@@ -335,7 +306,7 @@ TEST_CASE("fp32_packed arithmetic: logits within the fp32 tolerance of the doubl
         MESSAGE("skipped: this machine has neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
         return;
     }
-    PrismModel<Tiny> model(test_weights<Tiny>(23), cpu::Compute::fp32_packed);
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(23), cpu::Compute::fp32_packed);
     CHECK(model.compute_runs() == cpu::Compute::fp32_packed);
     CHECK(model.packed_bytes() > 0);
     const auto tokens = random_tokens(40, Tiny::vocab, 24);
@@ -354,9 +325,9 @@ TEST_CASE("fp32_packed arithmetic on bf16 weights: the fp32 product of the store
         MESSAGE("skipped: this machine has neither AVX-512 nor AVX2 and FMA (", cpu::cpu_features().summary(), ")");
         return;
     }
-    PrismModel<Tiny, bf16> model(convert_weights<bf16>(test_weights<Tiny>(27)), cpu::Compute::fp32_packed);
+    PrismModel<Tiny, bf16> model(convert_weights<bf16>(prism_test_weights<Tiny>(27)), cpu::Compute::fp32_packed);
     CHECK(model.compute_runs() == cpu::Compute::fp32_packed);
-    CHECK(2 * model.packed_bytes() == PrismModel<Tiny>(test_weights<Tiny>(27), cpu::Compute::fp32_packed).packed_bytes());
+    CHECK(2 * model.packed_bytes() == PrismModel<Tiny>(prism_test_weights<Tiny>(27), cpu::Compute::fp32_packed).packed_bytes());
     const auto rounded = convert_weights<float>(model.weights());  // exact: bf16 -> fp32
     const auto tokens = random_tokens(40, Tiny::vocab, 28);
     const auto got = model.forward(tokens);
@@ -376,7 +347,7 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
                     cpu::cpu_features().summary(), ")");
             continue;
         }
-        PrismModel<Tiny> model(test_weights<Tiny>(29), compute);
+        PrismModel<Tiny> model(prism_test_weights<Tiny>(29), compute);
         const auto tokens = random_tokens(30, Tiny::vocab, 30);
         const auto want = model.forward(tokens);
         KVCache<Tiny> before(40);
@@ -390,7 +361,7 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
         CHECK(std::as_const(model).weights().layers[0].u.empty() == !keeps_u);
         CHECK(model.release_keeps().prism_u == keeps_u);
         CHECK(model.forward(tokens) == want);
-        PrismModel<Tiny> direct(test_weights<Tiny>(29));
+        PrismModel<Tiny> direct(prism_test_weights<Tiny>(29));
         direct.set_compute(compute, StoredMatrices::release);  // layer by layer while packing
         CHECK(direct.stored_matrices_released());
         CHECK(direct.forward(tokens) == want);
@@ -402,7 +373,7 @@ TEST_CASE("released stored matrices: the packs alone give the same logits; edits
         const auto& kept = std::as_const(model).weights();  // the embeddings stay
         CHECK(kept.wpe.size() == static_cast<std::size_t>(Tiny::max_positions * Tiny::hidden));
     }
-    PrismModel<Tiny> plain(test_weights<Tiny>(29));
+    PrismModel<Tiny> plain(prism_test_weights<Tiny>(29));
     CHECK_THROWS_AS(plain.release_stored_matrices(), InputError);
 }
 
@@ -414,7 +385,7 @@ TEST_CASE("a U released below AVX-512 leaves batch-1 decode on the packs once AV
         MESSAGE("skipped: needs AVX-512 (", cpu::cpu_features().summary(), ")");
         return;
     }
-    PrismModel<Tiny> model(test_weights<Tiny>(29), cpu::Compute::fp32_packed);
+    PrismModel<Tiny> model(prism_test_weights<Tiny>(29), cpu::Compute::fp32_packed);
     const auto prompt = random_tokens(20, Tiny::vocab, 31);
     const std::int64_t next = 7;
     const auto decode_logits = [&] {
