@@ -80,7 +80,8 @@ TEST_CASE("packed arithmetic covers few-row calls (decode) too, and can be switc
     const auto ref = reference_weights(weights);
     ComplexityModel<C> fp32(weights);
     for (const auto& [compute, bound] : {std::pair{cpu::Compute::bf16, 3e-2}, std::pair{cpu::Compute::fp32_packed, 1e-4}}) {
-        CAPTURE(cpu::compute_name(compute));
+        const std::string_view arithmetic = cpu::compute_name(compute);  // CAPTURE's lambda cannot take a binding (clang < 16)
+        CAPTURE(arithmetic);
         if (compute == cpu::Compute::bf16 ? !have_bf16_level() : !have_packed_fp32()) continue;
         ComplexityModel<C> model(weights, compute);
         for (const std::size_t rows : {1, 2, 8}) {

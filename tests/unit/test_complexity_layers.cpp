@@ -8,7 +8,6 @@
 #include <cpx/models/kv_cache.hpp>
 
 #include <algorithm>
-#include <tuple>
 
 #include "complexity_reference.hpp"
 #include "complexity_test_weights.hpp"
@@ -218,9 +217,12 @@ TEST_CASE_TEMPLATE("decode-sized dispatch runs the experts side by side, with th
     }();
     const bool have_bf16 = cpu::best_bf16_level() != cpu::Bf16Level::none;
     // Three busy experts on two threads: one round of two, then the third with both threads.
-    for (const auto& [rows, routes, busy] : {std::tuple{2, 2, C::experts}, std::tuple{4, 1, C::experts},
-                                             std::tuple{7, 2, C::experts}, std::tuple{16, 1, C::experts},
-                                             std::tuple{3, 1, 3}, std::tuple{5, 2, 3}}) {
+    struct Case {
+        int rows, routes, busy;
+    };
+    for (const Case c : {Case{2, 2, C::experts}, Case{4, 1, C::experts}, Case{7, 2, C::experts},
+                         Case{16, 1, C::experts}, Case{3, 1, 3}, Case{5, 2, 3}}) {
+        const int rows = c.rows, routes = c.routes, busy = c.busy;  // no bindings: lambdas below use them
         CAPTURE(rows);
         CAPTURE(routes);
         CAPTURE(busy);

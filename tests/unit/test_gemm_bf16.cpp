@@ -422,8 +422,8 @@ TEST_CASE("bf16 product, AMX: the tiles carry the whole chunks, the micro-kernel
     const int k = 70, n = 64;
     const auto w = testing::random_normal(static_cast<std::size_t>(n) * k, 4, 0.05f);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), n, k), cpu::WeightOrientation::out_in);
-    for (const auto& [m, products] : {std::pair{32, 2 * 2 * 4}, std::pair{16, 2 * 4}, std::pair{9, 2 * 4},
-                                     std::pair{17, 2 * 2 * 4}}) {
+    for (const auto& shape : {std::pair{32, 2 * 2 * 4}, std::pair{16, 2 * 4}, std::pair{9, 2 * 4}, std::pair{17, 2 * 2 * 4}}) {
+        const int m = shape.first, products = shape.second;  // no bindings: lambdas below use them (clang < 16)
         CAPTURE(m);
         const auto x = testing::random_normal(static_cast<std::size_t>(m) * k, 3);
         cpu::Bf16Scratch scratch;

@@ -376,7 +376,8 @@ TEST_CASE("a packed copy is what every call reads, one row to many, both layouts
         }
     cpu::LinearScratch scratch;
     for (const auto& [compute, bound] : computes) {
-        CAPTURE(cpu::compute_name(compute));
+        const std::string_view arithmetic = cpu::compute_name(compute);  // CAPTURE's lambda cannot take a binding (clang < 16)
+        CAPTURE(arithmetic);
         const auto nn = cpu::PackedWeight::pack(cpu::rows_of<const float>(negated.data(), out, in),
                                                 cpu::WeightOrientation::out_in, compute);
         const auto io = cpu::PackedWeight::pack(cpu::rows_of<const float>(negated_t.data(), in, out),
@@ -480,7 +481,8 @@ TEST_CASE_TEMPLATE("a range of a packed weight's outputs: the same bits as those
                 auto whole = mode == cpu::Write::accumulate ? initial : testing::poisoned<float>(rows * out);
                 cpu::linear<W>(cpu::rows_of<const float>(x.data(), rows, in), weight, cpu::rows_of(whole.data(), rows, out),
                                mode, scratch, &packed);
-                for (const auto& [first, count] : {std::pair{64, out - 64}, std::pair{128, 50}, std::pair{0, 64}}) {
+                for (const auto& columns : {std::pair{64, out - 64}, std::pair{128, 50}, std::pair{0, 64}}) {
+                    const auto first = columns.first, count = columns.second;  // no bindings: CAPTURE is a lambda
                     CAPTURE(first);
                     auto part = whole;  // columns outside [first, first + count) keep the whole product's values
                     for (int r = 0; r < rows; ++r)
