@@ -60,14 +60,34 @@ echo "== sanitizer builds (ASan + UBSan) and tests"
 # 2-2.5x faster than g++ (on a Zen 3: tests_prism 54 s against 136) and its UBSan checks more
 # (an offset applied to a null pointer); the two arithmetic tests run at -O1 under the
 # sanitizers, where clang took 417 s to compile test_linear and g++ 100 s, so g++ builds those.
-cmake --preset asan
+# The g++ build is two long sources and its tests two long programs, which leave a core idle if
+# run alone: each runs in the background beside the clang build's counterpart, its output kept
+# in build/asan-arithmetic/*.log and shown after.
+cmake --preset asan >/dev/null
+cmake --preset asan-arithmetic >/dev/null
+arithmetic_step() {  # arithmetic_step build|test: one step of the g++ build in the background
+    if [ "$1" = build ]; then
+        cmake --build --preset asan-arithmetic -j 1 >build/asan-arithmetic/build.log 2>&1 &
+    else
+        ctest --preset asan-arithmetic -j 1 >build/asan-arithmetic/test.log 2>&1 &
+    fi
+    arithmetic_pid=$!
+    trap 'kill "$arithmetic_pid" 2>/dev/null || true' EXIT  # not left running if the script stops
+}
+arithmetic_wait() {  # arithmetic_wait build|test: its result, its log's end, and its status
+    local rc=0
+    wait "$arithmetic_pid" || rc=$?
+    tail -n "$([ "$rc" = 0 ] && echo 4 || echo 60)" "build/asan-arithmetic/$1.log"
+    [ "$rc" = 0 ] || { echo "test: the asan-arithmetic $1 failed (build/asan-arithmetic/$1.log)" >&2; exit "$rc"; }
+}
+arithmetic_step build
 cmake --build --preset asan -j "$jobs"
+arithmetic_wait build
+arithmetic_step test
 # The consumer projects test packaging and compiler warnings, which the release run covered;
 # they build separate projects with their own flags, so the sanitizer run skips them. The tests
 # of build-time routing tables are not built there either (their checks are constant evaluation;
 # the router's run-time code is sanitized through test_router_algorithms and _properties).
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
-cmake --preset asan-arithmetic
-cmake --build --preset asan-arithmetic -j "$jobs"
-ctest --preset asan-arithmetic -j "$jobs"
+arithmetic_wait test
 stage_end "sanitizer builds and tests"
