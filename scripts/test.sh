@@ -65,29 +65,26 @@ echo "== sanitizer builds (ASan + UBSan) and tests"
 # in build/asan-arithmetic/*.log and shown after.
 cmake --preset asan >/dev/null
 cmake --preset asan-arithmetic >/dev/null
-arithmetic_step() {  # arithmetic_step build|test: one step of the g++ build in the background
-    if [ "$1" = build ]; then
-        cmake --build --preset asan-arithmetic -j 1 >build/asan-arithmetic/build.log 2>&1 &
-    else
-        ctest --preset asan-arithmetic -j 1 >build/asan-arithmetic/test.log 2>&1 &
-    fi
-    arithmetic_pid=$!
-    trap 'kill "$arithmetic_pid" 2>/dev/null || true' EXIT  # not left running if the script stops
+background() {  # background LOG COMMAND...: COMMAND runs in the background, its output in LOG
+    background_log=$1
+    "${@:2}" >"$background_log" 2>&1 &
+    background_pid=$!
+    trap 'kill "$background_pid" 2>/dev/null || true' EXIT  # not left running if the script stops
 }
-arithmetic_wait() {  # arithmetic_wait build|test: its result, its log's end, and its status
+background_wait() {  # the background command's log (its end, or 60 lines on failure) and status
     local rc=0
-    wait "$arithmetic_pid" || rc=$?
-    tail -n "$([ "$rc" = 0 ] && echo 4 || echo 60)" "build/asan-arithmetic/$1.log"
-    [ "$rc" = 0 ] || { echo "test: the asan-arithmetic $1 failed (build/asan-arithmetic/$1.log)" >&2; exit "$rc"; }
+    wait "$background_pid" || rc=$?
+    tail -n "$([ "$rc" = 0 ] && echo 4 || echo 60)" "$background_log"
+    [ "$rc" = 0 ] || { echo "test: failed, see $background_log" >&2; exit "$rc"; }
 }
-arithmetic_step build
+background build/asan-arithmetic/build.log cmake --build --preset asan-arithmetic -j 1
 cmake --build --preset asan -j "$jobs"
-arithmetic_wait build
-arithmetic_step test
+background_wait
+background build/asan-arithmetic/test.log ctest --preset asan-arithmetic -j 1
 # The consumer projects test packaging and compiler warnings, which the release run covered;
 # they build separate projects with their own flags, so the sanitizer run skips them. The tests
 # of build-time routing tables are not built there either (their checks are constant evaluation;
 # the router's run-time code is sanitized through test_router_algorithms and _properties).
 ctest --preset asan -j "$jobs" -E '^(consumer_|router_table_build_fails)'
-arithmetic_wait test
+background_wait
 stage_end "sanitizer builds and tests"
