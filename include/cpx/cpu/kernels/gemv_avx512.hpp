@@ -294,8 +294,12 @@ CPX_TARGET_AVX512 void gemv_rows_nt(const StridedMatrix<const float>& x, const S
         const int rows_here = static_cast<int>(std::min<index_t>(4, o1 - o));
         const W* wr[4];  // a short last block repeats its last row; those sums are not stored
         for (int k = 0; k < 4; ++k) wr[k] = w.data + (o + std::min(k, rows_here - 1)) * w.ld;
-        const W* next[4];  // that block's rows (the panel's last row past its end)
-        for (int k = 0; k < 4; ++k) next[k] = w.data + std::min<index_t>(o + 4 * ahead + k, o1 - 1) * w.ld;
+        // That block's rows, past the panel too: linear() cuts these products into panels of a few
+        // dozen rows, and the next one, which the same thread usually takes next, started on rows
+        // no fetch had asked for (w's last row stands in for rows past the matrix). Zen 4, 4-8
+        // rows from memory: 0.81-0.98x the time (docs/BF16.md, "Where a panel starts (Zen 4)").
+        const W* next[4];
+        for (int k = 0; k < 4; ++k) next[k] = w.data + std::min<index_t>(o + 4 * ahead + k, w.rows - 1) * w.ld;
         detail::in_row_groups(x.rows, [&](auto g, index_t m0) {
             constexpr int G = decltype(g)::value;
             const W* const* pf = m0 == 0 ? next : nullptr;
@@ -467,12 +471,12 @@ CPX_TARGET_AVX512 CPX_FORCE_INLINE void widen_lines(const bf16* const* rows, ind
 
 /// Eight (fewer at the end: the last row repeats, unstored) weight rows from o
 /// against every lane of xt (L lanes per input); adds or writes the rows of y.
-/// The next block's rows are prefetched at the offsets read (`o_end`: the panel's
-/// end; its last row stands in for rows past it).
+/// The next block's rows are prefetched at the offsets read, past the caller's panel too (w's
+/// last row stands in for rows past the matrix).
 template <class W, int L>
 CPX_TARGET_AVX512
 void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>& w, index_t o, int rows_here,
-                      index_t o_end, const StridedMatrix<float>& y, bool accumulate) {
+                      const StridedMatrix<float>& y, bool accumulate) {
     static_assert(L == 16 || std::is_same_v<W, float>, "bf16 weights run in 16 lanes");
     using V = typename Lanes<L>::V;
     constexpr int R = 8;
@@ -480,7 +484,7 @@ void gemv_lanes_block(const float* xt, index_t in, const StridedMatrix<const W>&
     const W* next[R];
     for (int r = 0; r < R; ++r) {
         wr[r] = w.data + (o + std::min(r, rows_here - 1)) * w.ld;
-        next[r] = w.data + std::min<index_t>(o + R + r, o_end - 1) * w.ld;
+        next[r] = w.data + std::min<index_t>(o + R + r, w.rows - 1) * w.ld;
     }
     V acc[R];
     for (auto& a : acc) a = Lanes<L>::zero();
@@ -545,11 +549,11 @@ void gemv_lanes_nt(const float* xt, index_t in, const StridedMatrix<const W>& w,
         const int rows_here = static_cast<int>(std::min<index_t>(8, o1 - o));
         if constexpr (std::is_same_v<W, float>) {
             if (lane_width<W>(y.rows) == 8) {
-                detail::gemv_lanes_block<W, 8>(xt, in, w, o, rows_here, o1, y, accumulate);
+                detail::gemv_lanes_block<W, 8>(xt, in, w, o, rows_here, y, accumulate);
                 continue;
             }
         }
-        detail::gemv_lanes_block<W, 16>(xt, in, w, o, rows_here, o1, y, accumulate);
+        detail::gemv_lanes_block<W, 16>(xt, in, w, o, rows_here, y, accumulate);
     }
 }
 
