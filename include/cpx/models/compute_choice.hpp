@@ -13,6 +13,7 @@
 //     frees the stored matrices the packs replace (release_packed_layers), so the
 //     model holds them once; from then on the arithmetic can no longer change kind
 //     (nothing is left to pack anew) and the weights can no longer change.
+// ModelArithmetic<Model> is the models' public face of that choice, written once.
 
 #include <cstddef>
 #include <optional>
@@ -98,6 +99,57 @@ private:
 
     cpu::Compute compute_ = cpu::Compute::fp32;
     std::optional<Packs> packs_;
+};
+
+/// The arithmetic calls of a CPU model (ComplexityModel, PrismModel), written once over the
+/// model's private `weights_` and `compute_` (a ComputeChoice of its packs) and its static
+/// `keeps_under(cpu::Compute runs)` (what a release keeps stored, models/stored_matrices.hpp):
+///
+///   class MyModel : public ModelArithmetic<MyModel> {
+///       friend ModelArithmetic<MyModel>;
+///       static ReleaseKeeps keeps_under(cpu::Compute runs);
+///       Weights weights_;
+///       ComputeChoice<MyPacks> compute_;
+///   };
+template <class Model>
+class ModelArithmetic {
+public:
+    /// fp32 (stored weights), fp32_packed (fp32 on packed panels: 4 bytes per matrix
+    /// element more) or bf16 (bf16 products with fp32 sums: 2 bytes more), packed once
+    /// here. A choice whose kernels this CPU lacks runs fp32 (compute_runs() says).
+    /// StoredMatrices::release: as release_stored_matrices() after it, but each layer's stored
+    /// matrices go as soon as it is packed, so the memory never holds both whole.
+    void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
+        self().compute_.set(compute, self().weights_, stored, Model::keeps_under);
+    }
+    /// The arithmetic chosen.
+    cpu::Compute compute() const { return self().compute_.compute(); }
+    /// The arithmetic that runs on this machine.
+    cpu::Compute compute_runs() const { return self().compute_.runs(); }
+    /// The bf16 kernels in use: none when the products run in fp32.
+    cpu::Bf16Level bf16_level() const { return self().compute_.level(); }
+    /// Bytes of the packed copies (0 with plain fp32 arithmetic).
+    std::size_t packed_bytes() const { return self().compute_.bytes(); }
+    /// Frees the stored copies of the matrices the packs hold, so that a model computing on
+    /// packs (bf16 or fp32_packed, where they run) holds each matrix once (187M COMPLEXITY-DEEP,
+    /// bf16 weights and arithmetic: 738 -> 424 MB resident; docs/BF16.md). What the lookups
+    /// read stays (the embedding, PRISM's wpe), as does what no pack holds (the learned
+    /// router's [E, d], an fp32 product on the stored weights) and what release_keeps() names
+    /// (PRISM attention's U where batch-1 decode rows read it stored).
+    /// Afterwards set_compute accepts only choices that run on the same packs, and the
+    /// weights can no longer be saved, converted, uploaded to a GPU or changed
+    /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
+    /// Returns the bytes freed (0 when already released).
+    std::size_t release_stored_matrices() { return self().compute_.release(self().weights_, Model::keeps_under); }
+    /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
+    bool stored_matrices_released() const { return self().weights_.packed_matrices_released(); }
+    /// What a release keeps stored beside the packs under the arithmetic that runs on this
+    /// machine (models/stored_matrices.hpp).
+    ReleaseKeeps release_keeps() const { return Model::keeps_under(self().compute_.runs()); }
+
+private:
+    Model& self() { return static_cast<Model&>(*this); }
+    const Model& self() const { return static_cast<const Model&>(*this); }
 };
 
 }  // namespace cpx

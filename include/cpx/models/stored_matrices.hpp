@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpx/core/error.hpp"
+
 namespace cpx {
 
 /// keep: the stored matrices stay beside the packs (the arithmetic can change, the weights
@@ -17,6 +19,26 @@ enum class StoredMatrices : std::uint8_t { keep, release };
 /// (cpu::PrismAttention::decode_reads_stored_u). The model decides (it knows its layers).
 struct ReleaseKeeps {
     bool prism_u = false;
+};
+
+/// The mark a model's weights carry once their layer matrices were released to the model's
+/// packs (set by Weights::finish_release): from then on the weights' tensor slots, and so
+/// reading, saving, converting and uploading them, are InputErrors.
+class ReleaseMark {
+public:
+    /// Whether finish_release() ran.
+    bool packed_matrices_released() const { return released_; }
+
+protected:
+    void mark_released() { released_ = true; }
+    /// An InputError once released.
+    void require_stored() const {
+        require<InputError>(!released_, "the layer matrices of these weights were released to the model's packs "
+                            "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
+    }
+
+private:
+    bool released_ = false;
 };
 
 /// Frees every layer's stored matrices that the packs replace (Weights::free_packed_layer),

@@ -68,7 +68,8 @@ struct attention_layer_of<C, W, KV, true> {
 }  // namespace detail
 
 template <ComplexityConfigType C, class W = float, class KV = float>
-class ComplexityModel : public SequenceModel<ComplexityModel<C, W, KV>, C, KVCache<C, KV>> {
+class ComplexityModel : public SequenceModel<ComplexityModel<C, W, KV>, C, KVCache<C, KV>>,
+                        public ModelArithmetic<ComplexityModel<C, W, KV>> {
 public:
     using Config = C;
     using Weights = ComplexityWeights<C, W>;
@@ -79,45 +80,13 @@ public:
         : weights_(std::move(weights)), attention_(make_attention()) {
         if constexpr (C::mlp == MlpKind::token_routed)
             for (int l = 0; l < C::layers; ++l) (void)weights_.routing(l);  // validates every table once
-        set_compute(compute);
+        this->set_compute(compute);
     }
 
     const Weights& weights() const { return weights_; }
 
-    // ---- arithmetic
-
-    /// fp32 (stored weights), fp32_packed (fp32 on packed panels: 4 bytes per matrix
-    /// element more) or bf16 (bf16 products with fp32 sums: 2 bytes more), packed once
-    /// here. A choice whose kernels this CPU lacks runs fp32 (compute_runs() says).
-    /// StoredMatrices::release: as release_stored_matrices() after it, but each layer's stored
-    /// matrices go as soon as it is packed, so the memory never holds both whole.
-    void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored, keeps_under);
-    }
-    /// The arithmetic chosen.
-    cpu::Compute compute() const { return compute_.compute(); }
-    /// The arithmetic that runs on this machine.
-    cpu::Compute compute_runs() const { return compute_.runs(); }
-    /// The bf16 kernels in use: none when the products run in fp32.
-    cpu::Bf16Level bf16_level() const { return compute_.level(); }
-    /// Bytes of the packed copies (0 with plain fp32 arithmetic).
-    std::size_t packed_bytes() const { return compute_.bytes(); }
-    /// Frees the stored copies of the matrices the packs hold, so that a model computing on
-    /// packs (bf16 or fp32_packed, where they run) holds each matrix once (187M, bf16 weights
-    /// and arithmetic: 738 -> 424 MB resident; docs/BF16.md). The embedding stays (the lookup
-    /// reads it), and the learned router's [E, d] (an fp32 product on the stored weights), and
-    /// PRISM attention's U where batch-1 decode rows read it (cpu::PrismAttention::
-    /// decode_reads_stored_u).
-    /// Afterwards set_compute accepts only choices that run on the same packs, and the
-    /// weights can no longer be saved, converted, uploaded to a GPU or changed
-    /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
-    /// Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_, keeps_under); }
-    /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
-    bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
-    /// What a release keeps stored beside the packs under the arithmetic that runs on this
-    /// machine (models/stored_matrices.hpp).
-    ReleaseKeeps release_keeps() const { return keeps_under(compute_.runs()); }
+    // ---- arithmetic: set_compute, compute_runs, release_stored_matrices, ...
+    // (ModelArithmetic, models/compute_choice.hpp)
 
     // ---- observers
 
@@ -175,6 +144,7 @@ private:
         std::conditional_t<C::mlp == MlpKind::learned_router, cpu::LearnedRouterMlp<C, W>, cpu::SwiGluMlp<W>>>;
 
     friend SequenceModel<ComplexityModel, C, Cache>;
+    friend ModelArithmetic<ComplexityModel>;
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,

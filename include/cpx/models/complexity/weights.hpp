@@ -54,7 +54,7 @@ struct NoMuGuidance {
 
 /// The weights of a model with configuration C, matrices stored as W.
 template <ComplexityConfigType C, class W = float>
-struct ComplexityWeights {
+struct ComplexityWeights : ReleaseMark {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "weights are stored as float or bf16");
     using Config = C;
     using weight_type = W;
@@ -152,18 +152,13 @@ struct ComplexityWeights {
         if constexpr (C::mlp == MlpKind::learned_router)
             for (Layer& l : layers) kept.keep(l.mlp.router);
         kept.restore();
-        released_ = true;
+        mark_released();
     }
-    /// Whether finish_release() ran.
-    bool packed_matrices_released() const { return released_; }
 
 private:
-    bool released_ = false;
-
     template <class Self>
     static auto build_slots(Self& self) {
-        require<InputError>(!self.released_, "the layer matrices of these weights were released to the model's packs "
-                            "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
+        self.require_stored();
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
         SlotList<Wq> out;
         out.matrix(embedding_name, {C::vocab, d}, self.embed_tokens.data(), C::vocab, d, d,

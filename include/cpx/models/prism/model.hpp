@@ -51,7 +51,8 @@ namespace cpx {
 /// The model with matrices stored as W and keys/values cached as KV (each
 /// float or bf16; arithmetic is fp32), like ComplexityModel<C, W, KV>.
 template <PrismConfigType C, class W = float, class KV = float>
-class PrismModel : public SequenceModel<PrismModel<C, W, KV>, C, KVCache<C, KV>> {
+class PrismModel : public SequenceModel<PrismModel<C, W, KV>, C, KVCache<C, KV>>,
+                   public ModelArithmetic<PrismModel<C, W, KV>> {
 public:
     using Config = C;
     using Weights = PrismWeights<C, W>;
@@ -61,7 +62,7 @@ public:
 
     explicit PrismModel(Weights weights, cpu::Compute compute = cpu::Compute::fp32)
         : weights_(std::move(weights)), attention_(C::max_positions) {
-        set_compute(compute);
+        this->set_compute(compute);
     }
 
     const Weights& weights() const { return weights_; }
@@ -73,28 +74,8 @@ public:
         return weights_;
     }
 
-    // ---- arithmetic: as ComplexityModel's
-
-    void set_compute(cpu::Compute compute, StoredMatrices stored = StoredMatrices::keep) {
-        compute_.set(compute, weights_, stored, keeps_under);
-    }
-    cpu::Compute compute() const { return compute_.compute(); }
-    cpu::Compute compute_runs() const { return compute_.runs(); }
-    cpu::Bf16Level bf16_level() const { return compute_.level(); }
-    std::size_t packed_bytes() const { return compute_.bytes(); }
-    /// Frees the stored copies of the matrices the packs hold, so that a model computing on
-    /// packs (bf16 or fp32_packed, where they run) holds each matrix once; wte and wpe stay
-    /// (the lookups read them). Afterwards set_compute accepts only choices that run on the same packs, and the
-    /// weights can no longer be saved, converted, uploaded to a GPU or changed
-    /// (InputErrors). An InputError where the products run in fp32 on the stored matrices.
-    /// Where batch-1 decode rows read the stored U (AVX-512: cpu::PrismAttention::
-    /// decode_reads_stored_u), U stays too. Returns the bytes freed (0 when already released).
-    std::size_t release_stored_matrices() { return compute_.release(weights_, keeps_under); }
-    /// Whether release_stored_matrices() ran (on this model or the one it was copied from).
-    bool stored_matrices_released() const { return weights_.packed_matrices_released(); }
-    /// What a release keeps stored beside the packs under the arithmetic that runs on this
-    /// machine (models/stored_matrices.hpp).
-    ReleaseKeeps release_keeps() const { return keeps_under(compute_.runs()); }
+    // ---- arithmetic: set_compute, compute_runs, release_stored_matrices, ...
+    // (ModelArithmetic, models/compute_choice.hpp)
 
     // ---- observers
 
@@ -127,6 +108,7 @@ public:
 
 private:
     friend SequenceModel<PrismModel, C, Cache>;
+    friend ModelArithmetic<PrismModel>;
 
     /// One validated call (SequenceModel::run_).
     void forward_pass(std::span<const Tokens> batch, std::span<Cache* const> caches, LogitsAt at,

@@ -55,7 +55,7 @@ struct PrismLayerWeights {
 };
 
 template <PrismConfigType C, class W = float>
-struct PrismWeights {
+struct PrismWeights : ReleaseMark {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "weights are stored as float or bf16");
     using Config = C;
     using weight_type = W;
@@ -125,21 +125,16 @@ struct PrismWeights {
         cpu::KeptWeights<W> kept;
         kept.keep(wpe);
         kept.restore();
-        released_ = true;
+        mark_released();
     }
-    /// Whether finish_release() ran.
-    bool packed_matrices_released() const { return released_; }
 
     Vector<const float> ln_f_w() const { return Vector<const float>(ln_f_weight.data(), d); }
     Vector<const float> ln_f_b() const { return detail::bias_view(ln_f_bias); }
 
 private:
-    bool released_ = false;
-
     template <class Self>
     static auto build_slots(Self& self) {
-        require<InputError>(!self.released_, "the layer matrices of these weights were released to the model's packs "
-                            "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
+        self.require_stored();
         using Wq = std::conditional_t<std::is_const_v<Self>, const W, W>;
         SlotList<Wq> out;
         const auto mat = [&](std::string name, Wq* data, std::int64_t rows, std::int64_t cols, double init_std) {
