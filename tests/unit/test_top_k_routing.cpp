@@ -277,6 +277,17 @@ TEST_CASE("config.json: the later models' keys are read, written and checked aga
     const auto m = io::config_mismatches<Top2>(absent);
     REQUIRE(m.size() == 1);
     CHECK(m[0] == "top_k_primary_weight: checkpoint 0.95 (absent: 0.95), compiled 0.5");
+    // A weight outside [0, 1] is clamped, as their code does, and the line says so.
+    auto outside = io::complexity_json_config<Top2>();
+    outside.top_k_primary_weight = 1.5;
+    CHECK(io::config_mismatches<Top2>(outside) ==
+          std::vector<std::string>{"top_k_primary_weight: checkpoint 1.0 (clamped to [0, 1]), compiled 0.5"});
+    outside.top_k_primary_weight = -0.25;
+    CHECK(io::config_mismatches<Top2>(outside) ==
+          std::vector<std::string>{"top_k_primary_weight: checkpoint 0.0 (clamped to [0, 1]), compiled 0.5"});
+    outside.top_k_primary_weight = 0.75;
+    CHECK(io::config_mismatches<Top2>(outside) ==
+          std::vector<std::string>{"top_k_primary_weight: checkpoint 0.75, compiled 0.5"});
     // Gates against scales, and scales against scales.
     auto scales = io::complexity_json_config<Top2Default>();
     CHECK(io::config_mismatches<Top2Default>(scales).empty());

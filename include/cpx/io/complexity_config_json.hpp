@@ -262,67 +262,49 @@ template <ComplexityConfigType C>
 std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     using detail::CJ;
     constexpr ComplexityDims d = C::dims;
-    std::vector<std::string> out;
-    auto name = [](auto member) { return std::string(key_name(complexity_keys, member)); };
-    auto text = [](const auto& v) { return Json(v).dump(); };
-    const std::string_view defaulted = " (absent: the default)";
-    auto differ = [&](const std::string& key, const auto& found, const auto& compiled, std::string_view note = {}) {
-        out.push_back(key + ": checkpoint " + text(found) + std::string(note) + ", compiled " + text(compiled));
-    };
-    // A key every file must give.
-    auto required = [&](auto member, std::int64_t compiled) {
-        if (!(c.*member)) out.push_back(name(member) + ": absent, compiled " + text(compiled));
-        else if (*(c.*member) != compiled) differ(name(member), *(c.*member), compiled);
-    };
-    // A key that takes the framework's default when absent.
-    auto compare = [&](auto member, const auto& fallback, const auto& compiled) {
-        const auto value = (c.*member).value_or(fallback);
-        if (value != compiled) differ(name(member), value, compiled, (c.*member) ? std::string_view{} : defaulted);
-    };
-    auto unsupported = [&](const std::string& key, const Json& found, std::string_view why) {
-        out.push_back(key + ": " + found.dump() + " is not supported (" + std::string(why) + ")");
-    };
-
-    required(&CJ::hidden_size, C::hidden);
-    required(&CJ::num_hidden_layers, C::layers);
-    required(&CJ::intermediate_size, d.intermediate_size);
-    required(&CJ::vocab_size, C::vocab);
-    required(&CJ::num_attention_heads, C::heads);
-    required(&CJ::num_key_value_heads, C::kv_heads);
+    ConfigComparison cmp(c, complexity_keys, " (absent: the default)");
+    cmp.required(&CJ::hidden_size, C::hidden);
+    cmp.required(&CJ::num_hidden_layers, C::layers);
+    cmp.required(&CJ::intermediate_size, d.intermediate_size);
+    cmp.required(&CJ::vocab_size, C::vocab);
+    cmp.required(&CJ::num_attention_heads, C::heads);
+    cmp.required(&CJ::num_key_value_heads, C::kv_heads);
 
     const std::string attention = c.attention_type.value_or("gqa");
     const bool prism_compiled = C::attention == AttentionKind::prism;
     const std::string compiled_attention = prism_compiled ? "prism" : "gqa";
     if (attention == "prism") {
         if (!prism_compiled) {
-            differ(name(&CJ::attention_type), attention, compiled_attention);
+            cmp.differ(cmp.name(&CJ::attention_type), attention, compiled_attention);
         } else {
-            compare(&CJ::prism_expansion_ratio, std::int64_t{2}, std::int64_t{d.prism_expansion_ratio});
-            compare(&CJ::prism_freq_multiplier, 3.1415926535, d.prism_freq_multiplier);
+            cmp.compare(&CJ::prism_expansion_ratio, std::int64_t{2}, std::int64_t{d.prism_expansion_ratio});
+            cmp.compare(&CJ::prism_freq_multiplier, 3.1415926535, d.prism_freq_multiplier);
         }
     } else if (attention == "gqa" || attention == "mha" || attention == "mqa") {
-        if (prism_compiled) differ(name(&CJ::attention_type), attention, compiled_attention);
+        if (prism_compiled) cmp.differ(cmp.name(&CJ::attention_type), attention, compiled_attention);
     } else {
-        unsupported(name(&CJ::attention_type), attention, "only gqa, mha, mqa and prism");
+        cmp.unsupported(cmp.name(&CJ::attention_type), attention, "only gqa, mha, mqa and prism");
     }
     if (!c.use_qk_norm.value_or(true))
-        unsupported(name(&CJ::use_qk_norm), false, "the library always applies QK-norm, as the trained models do");
-    if (c.sliding_window) unsupported(name(&CJ::sliding_window), *c.sliding_window, "only full causal attention");
-    required(&CJ::max_position_embeddings, C::max_positions);
+        cmp.unsupported(cmp.name(&CJ::use_qk_norm), false,
+                        "the library always applies QK-norm, as the trained models do");
+    if (c.sliding_window)
+        cmp.unsupported(cmp.name(&CJ::sliding_window), *c.sliding_window, "only full causal attention");
+    cmp.required(&CJ::max_position_embeddings, C::max_positions);
 
-    compare(&CJ::rope_theta, 10000.0, d.rope_theta);
+    cmp.compare(&CJ::rope_theta, 10000.0, d.rope_theta);
     const std::string rope_type = c.rope_type.value_or("standard");
     const std::string factor_key =
         std::string(rope_scaling_key) + "." + std::string(key_name(detail::rope_scaling_keys, &CJ::rope_scaling_factor));
     if (rope_type != "standard" && rope_type != "linear") {
-        unsupported(name(&CJ::rope_type), rope_type, "only standard and linear");
+        cmp.unsupported(cmp.name(&CJ::rope_type), rope_type, "only standard and linear");
     } else if (c.rope_scaling_type && *c.rope_scaling_type != "linear") {
-        unsupported(std::string(rope_scaling_key), *c.rope_scaling_type, "only linear position interpolation");
+        cmp.unsupported(std::string(rope_scaling_key), *c.rope_scaling_type, "only linear position interpolation");
     } else if (rope_type == "linear" && !c.rope_scaling_factor) {
-        out.push_back(name(&CJ::rope_type) + ": \"linear\" needs " + factor_key + ", which is absent");
+        cmp.line(cmp.name(&CJ::rope_type) + ": \"linear\" needs " + factor_key + ", which is absent");
     } else {
         const double factor = c.rope_scaling_factor.value_or(1.0);
-        if (factor != d.rope_scaling) differ(factor_key, factor, d.rope_scaling);
+        if (factor != d.rope_scaling) cmp.differ(factor_key, factor, d.rope_scaling);
     }
 
     // MLP kind: mlp_type, or the inference code's use_token_routed_mlp.
@@ -331,56 +313,59 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
         if (*c.mlp_type == "token_routed") mlp = MlpKind::token_routed;
         else if (*c.mlp_type == "swiglu") mlp = MlpKind::dense_swiglu;
         else if (*c.mlp_type == "mixtral") mlp = MlpKind::learned_router;
-        else unsupported(name(&CJ::mlp_type), *c.mlp_type, "only token_routed, swiglu and mixtral");
+        else cmp.unsupported(cmp.name(&CJ::mlp_type), *c.mlp_type, "only token_routed, swiglu and mixtral");
     }
     if (c.use_token_routed_mlp) {
         const MlpKind alt = *c.use_token_routed_mlp ? MlpKind::token_routed : MlpKind::dense_swiglu;
         if (mlp && *mlp != alt)
-            out.push_back(name(&CJ::mlp_type) + ": " + text(*c.mlp_type) + " contradicts " +
-                          name(&CJ::use_token_routed_mlp) + " " + text(*c.use_token_routed_mlp));
+            cmp.line(cmp.name(&CJ::mlp_type) + ": " + cmp.text(*c.mlp_type) + " contradicts " +
+                     cmp.name(&CJ::use_token_routed_mlp) + " " + cmp.text(*c.use_token_routed_mlp));
         if (!c.mlp_type) mlp = alt;
     }
     const std::string compiled_mlp(detail::mlp_type_name(C::mlp));
-    if (!c.mlp_type && !c.use_token_routed_mlp) out.push_back(name(&CJ::mlp_type) + ": absent, compiled " + text(compiled_mlp));
-    else if (mlp && *mlp != C::mlp) differ(name(&CJ::mlp_type), std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
+    if (!c.mlp_type && !c.use_token_routed_mlp)
+        cmp.line(cmp.name(&CJ::mlp_type) + ": absent, compiled " + cmp.text(compiled_mlp));
+    else if (mlp && *mlp != C::mlp)
+        cmp.differ(cmp.name(&CJ::mlp_type), std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
 
     if (const std::string act = c.hidden_act.value_or("silu"); act != "silu")
-        unsupported(name(&CJ::hidden_act), act, "the SwiGLU experts use silu");
-    compare(&CJ::num_experts, std::int64_t{1}, std::int64_t{C::experts});
+        cmp.unsupported(cmp.name(&CJ::hidden_act), act, "the SwiGLU experts use silu");
+    cmp.compare(&CJ::num_experts, std::int64_t{1}, std::int64_t{C::experts});
     if constexpr (C::routed) {
         const bool shared = c.shared_expert.value_or(true);
         if (shared != C::has_shared_expert) {
-            compare(&CJ::shared_expert, true, C::has_shared_expert);
+            cmp.compare(&CJ::shared_expert, true, C::has_shared_expert);
         } else if (shared) {
             if (!c.shared_intermediate_size) {
                 if (C::shared_width != C::expert_width)
-                    out.push_back(name(&CJ::shared_intermediate_size) + ": checkpoint null (the expert width), compiled " +
-                                  text(C::shared_width));
+                    cmp.line(cmp.name(&CJ::shared_intermediate_size) +
+                             ": checkpoint null (the expert width), compiled " + cmp.text(C::shared_width));
             } else if (*c.shared_intermediate_size != C::shared_width) {
-                differ(name(&CJ::shared_intermediate_size), *c.shared_intermediate_size, C::shared_width);
+                cmp.differ(cmp.name(&CJ::shared_intermediate_size), *c.shared_intermediate_size, C::shared_width);
             }
         }
     }
 
     // The later models' routing (docs/MODELS.md §8.5), as their code reads it.
     const std::int64_t top_k = c.top_k.value_or(1);
-    compare(&CJ::top_k, std::int64_t{1}, std::int64_t{C::top_k});
+    cmp.compare(&CJ::top_k, std::int64_t{1}, std::int64_t{C::top_k});
     if (top_k == C::top_k && top_k > 1) {
         // Their code clamps the weight to [0, 1] and takes 0.95 when it is absent.
         const double pw = std::clamp(c.top_k_primary_weight.value_or(0.95), 0.0, 1.0);
         if (pw != C::primary_weight)
-            differ(name(&CJ::top_k_primary_weight), pw, C::primary_weight,
-                   c.top_k_primary_weight ? (*c.top_k_primary_weight == pw ? std::string_view{} : " (clamped to [0, 1])")
-                                          : std::string_view(" (absent: 0.95)"));
+            cmp.differ(cmp.name(&CJ::top_k_primary_weight), pw, C::primary_weight,
+                       c.top_k_primary_weight
+                           ? (*c.top_k_primary_weight == pw ? std::string_view{} : " (clamped to [0, 1])")
+                           : std::string_view(" (absent: 0.95)"));
     }
     if constexpr (C::routed) {
         // The gates exist only with the shared expert; without gates the scales apply.
         const bool gates = c.use_shared_routed_gates.value_or(false) && c.shared_expert.value_or(true);
         if (gates != C::learned_gates) {
-            compare(&CJ::use_shared_routed_gates, false, C::learned_gates);
+            cmp.compare(&CJ::use_shared_routed_gates, false, C::learned_gates);
         } else if (!gates) {
-            compare(&CJ::routed_output_scale, 1.0, C::dims.routed_output_scale);
-            if (C::has_shared_expert) compare(&CJ::shared_output_scale, 1.0, C::dims.shared_output_scale);
+            cmp.compare(&CJ::routed_output_scale, 1.0, C::dims.routed_output_scale);
+            if (C::has_shared_expert) cmp.compare(&CJ::shared_output_scale, 1.0, C::dims.shared_output_scale);
         }
     }
 
@@ -391,19 +376,20 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     if (mu != C::use_mu) {
         std::string note;
         if (mu_proj || mu_off)
-            note = " (" + name(&CJ::use_mu_guidance) + " " + text(mu_flag) + ", " + name(&CJ::use_mu_projection) + " " +
-                   text(mu_proj) + ", " + name(&CJ::disable_mu_guidance) + " " + text(mu_off) + ")";
+            note = " (" + cmp.name(&CJ::use_mu_guidance) + " " + cmp.text(mu_flag) + ", " +
+                   cmp.name(&CJ::use_mu_projection) + " " + cmp.text(mu_proj) + ", " +
+                   cmp.name(&CJ::disable_mu_guidance) + " " + cmp.text(mu_off) + ")";
         else if (!c.use_mu_guidance)
-            note = std::string(defaulted);
-        differ(name(&CJ::use_mu_guidance), mu, C::use_mu, note);
+            note = std::string(cmp.absent_note());
+        cmp.differ(cmp.name(&CJ::use_mu_guidance), mu, C::use_mu, note);
     }
 
     if (const std::string norm = c.norm_type.value_or("rmsnorm"); norm != "rmsnorm")
-        unsupported(name(&CJ::norm_type), norm, "only rmsnorm");
-    compare(&CJ::norm_eps, 1e-6, d.norm_eps);
+        cmp.unsupported(cmp.name(&CJ::norm_type), norm, "only rmsnorm");
+    cmp.compare(&CJ::norm_eps, 1e-6, d.norm_eps);
     if (!c.tie_word_embeddings.value_or(true))
-        unsupported(name(&CJ::tie_word_embeddings), false, "the output head is the tied embedding");
-    return out;
+        cmp.unsupported(cmp.name(&CJ::tie_word_embeddings), false, "the output head is the tied embedding");
+    return std::move(cmp).lines();
 }
 
 /// Throws ShapeError listing every mismatch of config_mismatches<C>(c).

@@ -236,6 +236,68 @@ Json config_to_json(const Config& c, const Keys& keys) {
     return o;
 }
 
+/// The lines of a family's config_mismatches, one per key whose checkpoint value contradicts
+/// the compiled configuration or asks for what the library cannot run, in the order checked:
+///   "n_head: checkpoint 8, compiled 4"
+///   "rope_theta: checkpoint 10000.0<absent_note>, compiled 500000.0"   (the key absent)
+///   "num_hidden_layers: absent, compiled 12"                          (a key files must give)
+///   "sliding_window: 4096 is not supported (only full causal attention)"
+/// `absent_note` says where a missing key's value came from (the family's defaults).
+template <class Config, class Keys>
+class ConfigComparison {
+public:
+    ConfigComparison(const Config& c, const Keys& keys, std::string_view absent_note)
+        : c_(c), keys_(keys), absent_note_(absent_note) {}
+
+    /// The name of the key stored in `member`.
+    template <class T>
+    std::string name(std::optional<T> Config::*member) const {
+        return std::string(key_name(keys_, member));
+    }
+    /// What an absent key's line says after its value.
+    std::string_view absent_note() const { return absent_note_; }
+    /// A value as the lines write it (JSON).
+    template <class T>
+    static std::string text(const T& v) {
+        return Json(v).dump();
+    }
+
+    /// "key: checkpoint <found><note>, compiled <compiled>".
+    template <class Found, class Compiled>
+    void differ(std::string_view key, const Found& found, const Compiled& compiled, std::string_view note = {}) {
+        lines_.push_back(std::string(key) + ": checkpoint " + text(found) + std::string(note) + ", compiled " +
+                         text(compiled));
+    }
+    /// A key every file must give.
+    template <class T>
+    void required(std::optional<T> Config::*member, const std::type_identity_t<T>& compiled) {
+        const std::optional<T>& v = c_.*member;
+        if (!v) lines_.push_back(name(member) + ": absent, compiled " + text(compiled));
+        else if (*v != compiled) differ(name(member), *v, compiled);
+    }
+    /// A key that takes `fallback` when absent.
+    template <class T, class Compiled>
+    void compare(std::optional<T> Config::*member, const std::type_identity_t<T>& fallback, const Compiled& compiled) {
+        const std::optional<T>& v = c_.*member;
+        const T value = v.value_or(fallback);
+        if (value != compiled) differ(name(member), value, compiled, v ? std::string_view{} : absent_note_);
+    }
+    /// "key: <found> is not supported (<why>)".
+    void unsupported(std::string_view key, const Json& found, std::string_view why) {
+        lines_.push_back(std::string(key) + ": " + found.dump() + " is not supported (" + std::string(why) + ")");
+    }
+    /// A line of the family's own wording.
+    void line(std::string text) { lines_.push_back(std::move(text)); }
+
+    std::vector<std::string> lines() && { return std::move(lines_); }
+
+private:
+    const Config& c_;
+    const Keys& keys_;
+    std::string_view absent_note_;
+    std::vector<std::string> lines_;
+};
+
 /// Throws ShapeError "<source> does not match the compiled configuration (N problems):" with one line each.
 inline void throw_config_problems(std::string_view source, const std::vector<std::string>& problems) {
     if (problems.empty()) return;

@@ -118,34 +118,20 @@ template <PrismConfigType P>
 std::vector<std::string> config_mismatches(const PrismJsonConfig& c) {
     using detail::PJ;
     constexpr PrismDims d = P::dims;
-    std::vector<std::string> out;
-    auto name = [](auto member) { return std::string(key_name(prism_keys, member)); };
-    auto text = [](const auto& v) { return Json(v).dump(); };
-    auto differ = [&](auto member, const auto& found, const auto& compiled, bool given) {
-        out.push_back(name(member) + ": checkpoint " + text(found) + (given ? "" : " (absent: the reference's value)") +
-                      ", compiled " + text(compiled));
-    };
-    auto required = [&](auto member, std::int64_t compiled) {
-        if (!(c.*member)) out.push_back(name(member) + ": absent, compiled " + text(compiled));
-        else if (*(c.*member) != compiled) differ(member, *(c.*member), compiled, true);
-    };
-    auto compare = [&](auto member, const auto& fallback, const auto& compiled) {
-        const auto value = (c.*member).value_or(fallback);
-        if (value != compiled) differ(member, value, compiled, (c.*member).has_value());
-    };
-    required(&PJ::block_size, P::max_positions);
-    required(&PJ::vocab_size, P::vocab);
-    required(&PJ::n_layer, P::layers);
-    required(&PJ::n_head, P::heads);
-    required(&PJ::n_embd, P::hidden);
-    compare(&PJ::bias, PrismReference::bias, P::bias);
-    compare(&PJ::prism_expansion_ratio, PrismReference::prism_expansion_ratio, std::int64_t{P::expansion});
-    compare(&PJ::prism_freq_multiplier, PrismReference::prism_freq_multiplier, d.prism_freq_multiplier);
-    compare(&PJ::rope_theta, PrismReference::rope_theta, d.rope_theta);
-    compare(&PJ::layer_norm_eps, PrismReference::layer_norm_eps, d.layer_norm_eps);
+    ConfigComparison cmp(c, prism_keys, " (absent: the reference's value)");
+    cmp.required(&PJ::block_size, P::max_positions);
+    cmp.required(&PJ::vocab_size, P::vocab);
+    cmp.required(&PJ::n_layer, P::layers);
+    cmp.required(&PJ::n_head, P::heads);
+    cmp.required(&PJ::n_embd, P::hidden);
+    cmp.compare(&PJ::bias, PrismReference::bias, P::bias);
+    cmp.compare(&PJ::prism_expansion_ratio, PrismReference::prism_expansion_ratio, std::int64_t{P::expansion});
+    cmp.compare(&PJ::prism_freq_multiplier, PrismReference::prism_freq_multiplier, d.prism_freq_multiplier);
+    cmp.compare(&PJ::rope_theta, PrismReference::rope_theta, d.rope_theta);
+    cmp.compare(&PJ::layer_norm_eps, PrismReference::layer_norm_eps, d.layer_norm_eps);
     if (d.rope_convention != RopeConvention::interleaved_pairs)
-        out.push_back("rope convention: checkpoint interleaved pairs (fixed by the reference code), compiled rotate_half");
-    return out;
+        cmp.line("rope convention: checkpoint interleaved pairs (fixed by the reference code), compiled rotate_half");
+    return std::move(cmp).lines();
 }
 
 /// Throws ShapeError listing every mismatch of config_mismatches<P>(c).
