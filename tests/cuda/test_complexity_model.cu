@@ -23,6 +23,7 @@
 
 #include "complexity_cpu_reference.hpp"
 #include "cuda_test_support.cuh"
+#include "graph_decode.cuh"
 #include "packed_calls.cuh"
 #include "error_message.hpp"
 #include "test_support.hpp"
@@ -186,8 +187,8 @@ TEST_CASE("bf16 and fp16 storage stay within 2e-2 of the references on the same 
     }
 }
 
-// Prefill, one eager decode step, then decode steps replayed from one captured CUDA graph, each
-// position's logits against the CPU model's.
+// Decode steps replayed from one captured CUDA graph (graph_decode.cuh), each position's logits
+// against the CPU model's.
 template <class C>
 void check_graph_decode(gpu::KernelChoice kernels = {}) {
     const auto w = testing::complexity_case<C>(11, false);
@@ -200,32 +201,7 @@ void check_graph_decode(gpu::KernelChoice kernels = {}) {
     gpu::ComplexityModel<C, float> model(host_weights<C>(w), batch, batch * prompt);
     model.use_kernels(kernels);
     gpu::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * V);
-    auto tokens_at = [&](int pos, int len) {
-        std::vector<std::int32_t> t;
-        for (int b = 0; b < batch; ++b)
-            t.insert(t.end(), tokens.begin() + b * total + pos, tokens.begin() + b * total + pos + len);
-        return t;
-    };
-    model.forward(blas, tokens_at(0, prompt), batch, std::vector<std::int32_t>(batch, 0), logits.data(),
-                  gpu::LogitRows::last, stream);
-    model.forward(blas, tokens_at(prompt, 1), batch, std::vector<std::int32_t>(batch, prompt), logits.data(),
-                  gpu::LogitRows::last, stream);  // eager decode step before capturing one
-    model.check(stream);
-    auto got = logits.download();
-    for (int b = 0; b < batch; ++b)
-        CHECK(testing::relative_error(row(got, b, V), row(want, b * total + prompt, V)) < 1e-5);
-
-    gpu::Graph step = gpu::Graph::capture(
-        stream, [&] { model.enqueue(blas, batch, 1, logits.data(), gpu::LogitRows::last, stream); });
-    for (int pos = prompt + 1; pos < total; ++pos) {
-        logits.fill_bytes(0xff, stream);
-        model.set_inputs(tokens_at(pos, 1), batch, std::vector<std::int32_t>(batch, pos), stream);
-        step.launch(stream);
-        model.check(stream);
-        got = logits.download();
-        for (int b = 0; b < batch; ++b)
-            CHECK_MESSAGE(testing::relative_error(row(got, b, V), row(want, b * total + pos, V)) < 1e-5, "position ", pos);
-    }
+    testing::check_graph_decode_steps(model, blas, stream, logits, tokens, want, batch, prompt, total);
 }
 
 TEST_CASE("a decode step with device-side routing, captured in a CUDA graph, replays correctly at every position") {

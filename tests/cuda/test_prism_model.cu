@@ -9,6 +9,7 @@
 #include <cpx/models/prism/model.cuh>
 
 #include "cuda_test_support.cuh"
+#include "graph_decode.cuh"
 #include "packed_calls.cuh"
 #include "prism_cpu_reference.hpp"
 #include "test_support.hpp"
@@ -153,33 +154,7 @@ TEST_CASE("a decode step captured in a CUDA graph replays correctly at every pos
     cuda::PrismModel<C, float> model(testing::weights_from<PrismWeights<C>>(w), batch, batch * prompt);
     cuda::DeviceBuffer<float> logits(static_cast<std::size_t>(batch) * prompt * V);
     logits.fill_bytes(0xff, stream);  // NaN: rows past the batch are downloaded but never written
-    auto tokens_at = [&](int pos, int len) {
-        std::vector<std::int32_t> t;
-        for (int b = 0; b < batch; ++b)
-            t.insert(t.end(), tokens.begin() + b * total + pos, tokens.begin() + b * total + pos + len);
-        return t;
-    };
-    // Prefill, then the first decode step eagerly (initialises everything the graph will use).
-    model.forward(blas, tokens_at(0, prompt), batch, std::vector<std::int32_t>(batch, 0), logits.data(),
-                  cuda::LogitRows::last, stream);
-    model.forward(blas, tokens_at(prompt, 1), batch, std::vector<std::int32_t>(batch, prompt), logits.data(),
-                  cuda::LogitRows::last, stream);
-    model.check(stream);
-    auto got = logits.download();
-    for (int b = 0; b < batch; ++b)
-        CHECK(testing::relative_error(row(got, b, V), row(want, b * total + prompt, V)) < 1e-5);
-
-    cuda::Graph step = cuda::Graph::capture(
-        stream, [&] { model.enqueue(blas, batch, 1, logits.data(), cuda::LogitRows::last, stream); });
-    for (int pos = prompt + 1; pos < total; ++pos) {
-        logits.fill_bytes(0xff, stream);
-        model.set_inputs(tokens_at(pos, 1), batch, std::vector<std::int32_t>(batch, pos), stream);
-        step.launch(stream);
-        model.check(stream);
-        got = logits.download();
-        for (int b = 0; b < batch; ++b)
-            CHECK_MESSAGE(testing::relative_error(row(got, b, V), row(want, b * total + pos, V)) < 1e-5, "position ", pos);
-    }
+    testing::check_graph_decode_steps(model, blas, stream, logits, tokens, want, batch, prompt, total);
 }
 
 TEST_CASE("invalid token ids and positions past the context are rejected on the host") {
