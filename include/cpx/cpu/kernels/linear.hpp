@@ -43,6 +43,7 @@
 #include "cpx/cpu/kernels/gemv_avx2.hpp"
 #include "cpx/cpu/kernels/gemv_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/simd_hints.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
 
@@ -153,6 +154,8 @@ void widen(const W* src, index_t n, float* dst) {
     for (index_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
 }
 
+CPX_SIMD_HINTS_BEGIN
+
 /// Fused 16-bit-weight GEMV for a few rows: each weight is widened in
 /// registers and used at once, so weights are read exactly once, at half the
 /// bytes of fp32, with no widened copy. Four output rows at a time give four
@@ -236,6 +239,8 @@ void gemv_rows_nn(const StridedMatrix<const float>& x, const StridedMatrix<const
             std::copy_n(a, n, yr);
     }
 }
+
+CPX_SIMD_HINTS_END
 
 template <class W>
 void check_product(const char* what, const StridedMatrix<const float>& x, const StridedMatrix<const W>& w, index_t in,

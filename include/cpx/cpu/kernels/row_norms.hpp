@@ -6,10 +6,13 @@
 
 #include "cpx/core/error.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/simd_hints.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
 #include "cpx/math/norm.hpp"
 
 namespace cpx::cpu {
+
+CPX_SIMD_HINTS_BEGIN
 
 namespace detail {
 inline void rmsnorm_vector(const float* x, const float* w, float* y, index_t n, float eps) {
@@ -51,5 +54,7 @@ inline void rmsnorm_heads(const HeadRows<float>& x, const float* w, float eps) {
         for (int h = 0; h < x.heads; ++h) detail::rmsnorm_vector(x.head(r, h), w, x.head(r, h), x.head_dim, eps);
     });
 }
+
+CPX_SIMD_HINTS_END
 
 }  // namespace cpx::cpu

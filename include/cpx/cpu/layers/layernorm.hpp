@@ -10,10 +10,13 @@
 #include "cpx/core/tensor_view.hpp"
 #include "cpx/cpu/kernels/layernorm_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
+#include "cpx/cpu/runtime/simd_hints.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
 #include "cpx/math/norm.hpp"
 
 namespace cpx::cpu {
+
+CPX_SIMD_HINTS_BEGIN
 
 /// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias. An empty `bias`
 /// view means the layer has none (the reference's `bias=False`). x and y may alias.
@@ -71,5 +74,7 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
         }
     });
 }
+
+CPX_SIMD_HINTS_END
 
 }  // namespace cpx::cpu

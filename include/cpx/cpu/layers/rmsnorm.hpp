@@ -4,9 +4,12 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/simd_hints.hpp"
 #include "cpx/math/norm.hpp"
 
 namespace cpx::cpu {
+
+CPX_SIMD_HINTS_BEGIN
 
 /// y[r, :] = w * x[r, :] / sqrt(mean(x[r, :]^2) + eps). x and y may alias.
 template <class In, class W, class Out>
@@ -32,5 +35,7 @@ void rmsnorm(Matrix<const In> x, Vector<const W> weight, Matrix<Out> y, float ep
         for (index_t i = 0; i < n; ++i) yr[i] = from_float<Out>(to_float(w[i]) * (to_float(xr[i]) * inv));
     }
 }
+
+CPX_SIMD_HINTS_END
 
 }  // namespace cpx::cpu
