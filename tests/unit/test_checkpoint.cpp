@@ -53,6 +53,17 @@ std::vector<std::uint16_t> all_16bit_patterns() {
     return v;
 }
 
+/// dir/model.safetensors with "f32" (the given values), "bf16" and "f16" (every 16-bit pattern, the
+/// F16 tensor in the given shape): the typed-read tests' file.
+void write_typed_tensors(const TempDir& dir, const std::vector<float>& f32, const std::vector<std::uint16_t>& patterns,
+                         std::vector<std::int64_t> f16_shape = {65536}) {
+    SafetensorsWriter w;
+    w.add("f32", {static_cast<std::int64_t>(f32.size())}, f32);
+    w.add("bf16", DType::bf16, {65536}, patterns.data());
+    w.add("f16", DType::f16, std::move(f16_shape), patterns.data());
+    w.write(dir / "model.safetensors");
+}
+
 // "t<i>" (built with append: GCC 12 warns falsely on "literal" + std::string at -O3).
 std::string tensor_name(int i) {
     std::string s = "t";
@@ -179,11 +190,7 @@ TEST_CASE("float reads copy F32 and widen BF16 and F16 bit-exactly, for every 16
     TempDir dir;
     const auto f32 = values_with_specials(1000, 4);
     const auto patterns = all_16bit_patterns();
-    SafetensorsWriter w;
-    w.add("f32", {static_cast<std::int64_t>(f32.size())}, f32);
-    w.add("bf16", DType::bf16, {65536}, patterns.data());
-    w.add("f16", DType::f16, {256, 256}, patterns.data());
-    w.write(dir / "model.safetensors");
+    write_typed_tensors(dir, f32, patterns, {256, 256});
     const auto ckpt = Checkpoint::open(dir.path());
 
     auto out = cpx::testing::poisoned<float>(f32.size());
@@ -207,11 +214,7 @@ TEST_CASE("bf16 reads copy BF16 and round F32 and F16 exactly as cpx::bf16 does"
     TempDir dir;
     const auto f32 = values_with_specials(5000, 5);
     const auto patterns = all_16bit_patterns();
-    SafetensorsWriter w;
-    w.add("f32", {static_cast<std::int64_t>(f32.size())}, f32);
-    w.add("bf16", DType::bf16, {65536}, patterns.data());
-    w.add("f16", DType::f16, {65536}, patterns.data());
-    w.write(dir / "model.safetensors");
+    write_typed_tensors(dir, f32, patterns);
     const auto ckpt = Checkpoint::open(dir / "model.safetensors");
 
     const auto a = ckpt.read_vector<bf16>("f32");
@@ -231,11 +234,7 @@ TEST_CASE("fp16 reads copy F16 and round F32 and BF16 exactly as cpx::fp16 does"
     TempDir dir;
     const auto f32 = values_with_specials(5000, 6);
     const auto patterns = all_16bit_patterns();
-    SafetensorsWriter w;
-    w.add("f32", {static_cast<std::int64_t>(f32.size())}, f32);
-    w.add("bf16", DType::bf16, {65536}, patterns.data());
-    w.add("f16", DType::f16, {65536}, patterns.data());
-    w.write(dir / "model.safetensors");
+    write_typed_tensors(dir, f32, patterns);
     const auto ckpt = Checkpoint::open(dir.path());
     const auto a = ckpt.read_vector<fp16>("f32");
     std::size_t wrong = 0;
