@@ -275,21 +275,19 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     const std::string compiled_attention = prism_compiled ? "prism" : "gqa";
     if (attention == "prism") {
         if (!prism_compiled) {
-            cmp.differ(cmp.name(&CJ::attention_type), attention, compiled_attention);
+            cmp.differ(&CJ::attention_type, attention, compiled_attention);
         } else {
             cmp.compare(&CJ::prism_expansion_ratio, std::int64_t{2}, std::int64_t{d.prism_expansion_ratio});
             cmp.compare(&CJ::prism_freq_multiplier, 3.1415926535, d.prism_freq_multiplier);
         }
     } else if (attention == "gqa" || attention == "mha" || attention == "mqa") {
-        if (prism_compiled) cmp.differ(cmp.name(&CJ::attention_type), attention, compiled_attention);
+        if (prism_compiled) cmp.differ(&CJ::attention_type, attention, compiled_attention);
     } else {
-        cmp.unsupported(cmp.name(&CJ::attention_type), attention, "only gqa, mha, mqa and prism");
+        cmp.unsupported(&CJ::attention_type, attention, "only gqa, mha, mqa and prism");
     }
     if (!c.use_qk_norm.value_or(true))
-        cmp.unsupported(cmp.name(&CJ::use_qk_norm), false,
-                        "the library always applies QK-norm, as the trained models do");
-    if (c.sliding_window)
-        cmp.unsupported(cmp.name(&CJ::sliding_window), *c.sliding_window, "only full causal attention");
+        cmp.unsupported(&CJ::use_qk_norm, false, "the library always applies QK-norm, as the trained models do");
+    if (c.sliding_window) cmp.unsupported(&CJ::sliding_window, *c.sliding_window, "only full causal attention");
     cmp.required(&CJ::max_position_embeddings, C::max_positions);
 
     cmp.compare(&CJ::rope_theta, 10000.0, d.rope_theta);
@@ -297,7 +295,7 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     const std::string factor_key =
         std::string(rope_scaling_key) + "." + std::string(key_name(detail::rope_scaling_keys, &CJ::rope_scaling_factor));
     if (rope_type != "standard" && rope_type != "linear") {
-        cmp.unsupported(cmp.name(&CJ::rope_type), rope_type, "only standard and linear");
+        cmp.unsupported(&CJ::rope_type, rope_type, "only standard and linear");
     } else if (c.rope_scaling_type && *c.rope_scaling_type != "linear") {
         cmp.unsupported(std::string(rope_scaling_key), *c.rope_scaling_type, "only linear position interpolation");
     } else if (rope_type == "linear" && !c.rope_scaling_factor) {
@@ -313,7 +311,7 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
         if (*c.mlp_type == "token_routed") mlp = MlpKind::token_routed;
         else if (*c.mlp_type == "swiglu") mlp = MlpKind::dense_swiglu;
         else if (*c.mlp_type == "mixtral") mlp = MlpKind::learned_router;
-        else cmp.unsupported(cmp.name(&CJ::mlp_type), *c.mlp_type, "only token_routed, swiglu and mixtral");
+        else cmp.unsupported(&CJ::mlp_type, *c.mlp_type, "only token_routed, swiglu and mixtral");
     }
     if (c.use_token_routed_mlp) {
         const MlpKind alt = *c.use_token_routed_mlp ? MlpKind::token_routed : MlpKind::dense_swiglu;
@@ -326,10 +324,10 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
     if (!c.mlp_type && !c.use_token_routed_mlp)
         cmp.line(cmp.name(&CJ::mlp_type) + ": absent, compiled " + cmp.text(compiled_mlp));
     else if (mlp && *mlp != C::mlp)
-        cmp.differ(cmp.name(&CJ::mlp_type), std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
+        cmp.differ(&CJ::mlp_type, std::string(detail::mlp_type_name(*mlp)), compiled_mlp);
 
     if (const std::string act = c.hidden_act.value_or("silu"); act != "silu")
-        cmp.unsupported(cmp.name(&CJ::hidden_act), act, "the SwiGLU experts use silu");
+        cmp.unsupported(&CJ::hidden_act, act, "the SwiGLU experts use silu");
     cmp.compare(&CJ::num_experts, std::int64_t{1}, std::int64_t{C::experts});
     if constexpr (C::routed) {
         const bool shared = c.shared_expert.value_or(true);
@@ -341,7 +339,7 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
                     cmp.line(cmp.name(&CJ::shared_intermediate_size) +
                              ": checkpoint null (the expert width), compiled " + cmp.text(C::shared_width));
             } else if (*c.shared_intermediate_size != C::shared_width) {
-                cmp.differ(cmp.name(&CJ::shared_intermediate_size), *c.shared_intermediate_size, C::shared_width);
+                cmp.differ(&CJ::shared_intermediate_size, *c.shared_intermediate_size, C::shared_width);
             }
         }
     }
@@ -353,7 +351,7 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
         // Their code clamps the weight to [0, 1] and takes 0.95 when it is absent.
         const double pw = std::clamp(c.top_k_primary_weight.value_or(0.95), 0.0, 1.0);
         if (pw != C::primary_weight)
-            cmp.differ(cmp.name(&CJ::top_k_primary_weight), pw, C::primary_weight,
+            cmp.differ(&CJ::top_k_primary_weight, pw, C::primary_weight,
                        c.top_k_primary_weight
                            ? (*c.top_k_primary_weight == pw ? std::string_view{} : " (clamped to [0, 1])")
                            : std::string_view(" (absent: 0.95)"));
@@ -381,14 +379,14 @@ std::vector<std::string> config_mismatches(const ComplexityJsonConfig& c) {
                    cmp.name(&CJ::disable_mu_guidance) + " " + cmp.text(mu_off) + ")";
         else if (!c.use_mu_guidance)
             note = std::string(cmp.absent_note());
-        cmp.differ(cmp.name(&CJ::use_mu_guidance), mu, C::use_mu, note);
+        cmp.differ(&CJ::use_mu_guidance, mu, C::use_mu, note);
     }
 
     if (const std::string norm = c.norm_type.value_or("rmsnorm"); norm != "rmsnorm")
-        cmp.unsupported(cmp.name(&CJ::norm_type), norm, "only rmsnorm");
+        cmp.unsupported(&CJ::norm_type, norm, "only rmsnorm");
     cmp.compare(&CJ::norm_eps, 1e-6, d.norm_eps);
     if (!c.tie_word_embeddings.value_or(true))
-        cmp.unsupported(cmp.name(&CJ::tie_word_embeddings), false, "the output head is the tied embedding");
+        cmp.unsupported(&CJ::tie_word_embeddings, false, "the output head is the tied embedding");
     return std::move(cmp).lines();
 }
 

@@ -268,23 +268,34 @@ public:
         lines_.push_back(std::string(key) + ": checkpoint " + text(found) + std::string(note) + ", compiled " +
                          text(compiled));
     }
+    /// The same for the key stored in `member`.
+    template <class T, class Found, class Compiled>
+    void differ(std::optional<T> Config::*member, const Found& found, const Compiled& compiled,
+                std::string_view note = {}) {
+        differ(name(member), found, compiled, note);
+    }
     /// A key every file must give.
     template <class T>
     void required(std::optional<T> Config::*member, const std::type_identity_t<T>& compiled) {
         const std::optional<T>& v = c_.*member;
         if (!v) lines_.push_back(name(member) + ": absent, compiled " + text(compiled));
-        else if (*v != compiled) differ(name(member), *v, compiled);
+        else if (*v != compiled) differ(member, *v, compiled);
     }
     /// A key that takes `fallback` when absent.
     template <class T, class Compiled>
     void compare(std::optional<T> Config::*member, const std::type_identity_t<T>& fallback, const Compiled& compiled) {
         const std::optional<T>& v = c_.*member;
         const T value = v.value_or(fallback);
-        if (value != compiled) differ(name(member), value, compiled, v ? std::string_view{} : absent_note_);
+        if (value != compiled) differ(member, value, compiled, v ? std::string_view{} : absent_note_);
     }
     /// "key: <found> is not supported (<why>)".
     void unsupported(std::string_view key, const Json& found, std::string_view why) {
         lines_.push_back(std::string(key) + ": " + found.dump() + " is not supported (" + std::string(why) + ")");
+    }
+    /// The same for the key stored in `member`.
+    template <class T>
+    void unsupported(std::optional<T> Config::*member, const Json& found, std::string_view why) {
+        unsupported(name(member), found, why);
     }
     /// A line of the family's own wording.
     void line(std::string text) { lines_.push_back(std::move(text)); }
