@@ -145,3 +145,29 @@ TEST_CASE("for_share: contiguous ranges that tile [0, n), as schedule(static) sp
             }
         }
 }
+
+TEST_CASE("for_claims: every index once in a parallel_team, for_share's split for another team") {
+    for (int threads : {1, 2, 3})
+        for (int n : {0, 1, 2, 7, 1000}) {
+            CAPTURE(threads);
+            CAPTURE(n);
+            std::vector<std::atomic<int>> counts(static_cast<std::size_t>(n));
+            cpu::RangeClaims claims(n, threads);
+            cpu::parallel_team(threads, [&](int t, int team) {
+                cpu::for_claims(claims, n, t, team, [&](int i) { counts[static_cast<std::size_t>(i)].fetch_add(1); });
+            });
+            CHECK(each_once(counts));
+        }
+    // Claims made for a team of three, run by "threads" of a team of two: each takes its
+    // for_share share (the claims stay untouched), so every index comes once.
+    constexpr int n = 11;
+    cpu::RangeClaims for_three(n, 3);
+    std::vector<int> owner(n, -1);
+    for (int t = 0; t < 2; ++t)
+        cpu::for_claims(for_three, n, t, 2, [&](int i) {
+            REQUIRE(owner[static_cast<std::size_t>(i)] == -1);
+            owner[static_cast<std::size_t>(i)] = t;
+        });
+    CHECK(owner == std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
+    CHECK(for_three.next(0) == 0);  // untouched
+}

@@ -190,6 +190,18 @@ void for_share(Index n, int t, int team, Body&& body) {
     for (auto i = static_cast<Index>(own.begin); i < static_cast<Index>(own.end); ++i) body(i);
 }
 
+/// body(i) for the indices of [0, n) thread t of a parallel_team body's `team` claims from
+/// `claims` (made for n indices and that team before the region: its own range, then the
+/// ends of the others'), or for its for_share share where the region got another team.
+template <class Index, class Body>
+void for_claims(RangeClaims& claims, Index n, int t, int team, Body&& body) {
+    if (team > 1 && claims.serves(team)) {
+        for (std::int64_t i; (i = claims.next(t)) >= 0;) body(static_cast<Index>(i));
+        return;
+    }
+    for_share(n, t, team, body);
+}
+
 /// Waits for every thread of a parallel_team body's team (nothing for a team of one).
 inline void team_barrier([[maybe_unused]] int team) {
 #ifdef _OPENMP
