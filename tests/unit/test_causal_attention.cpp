@@ -477,11 +477,12 @@ std::vector<DecodeKernels> decode_kernel_sets(const char* what) {
 }  // namespace
 
 TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and bf16 keys, against double sums") {
-    // Key counts below, at and past the block of eight (tails of 1-7 keys), strided rows.
+    // Key counts below, at and past the blocks of four and eight (tails of 1-7 keys), strided
+    // rows; row counts that leave groups of one, two and three rows (AVX2).
     const index_t q_stride = 260, k_stride = 270, s_stride = 45;
     for (const DecodeKernels& kernels : decode_kernel_sets("decode score pass")) {
         CAPTURE(cpu::vector_isa_name(kernels.isa));
-        for (index_t n : {index_t{1}, index_t{7}, index_t{8}, index_t{37}}) {
+        for (index_t n : {index_t{1}, index_t{6}, index_t{7}, index_t{8}, index_t{37}}) {
             for (int dim : kernels.score_dims()) {
                 for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
                     CAPTURE(n);

@@ -6,16 +6,26 @@
 // registers (`word << 16` the even element, `word & 0xffff0000` the odd one).
 //
 // Sixteen 8-lane registers shape both passes:
-// - Scores take keys in blocks of eight: one query row at a time keeps eight
-//   partial sums (one per key) in registers, reduced to the block's eight scores by
-//   a tree of horizontal adds; the block's keys (1-2 KiB) stay in L1 while the
-//   next query rows read them again, so memory sees each key once.
+// - Scores take the query rows three at a time (a GQA group: 187M has three query
+//   heads per KV head) against blocks of four keys, twelve partial sums in registers,
+//   so each key chunk is loaded and widened once for the three rows; a row alone
+//   takes blocks of eight keys. Each block ends in a tree of horizontal adds, the
+//   same per key whatever the block, so the scores are those of one row at a time.
+//   Against one row at a time on blocks of eight (every key widened once per row),
+//   187M's core of 16 sequences at 512 positions on two threads, Zen 3, the best of
+//   30 rounds per run, six runs of the two binaries alternated: 0.84-1.02x the time
+//   (median 0.92) with the caches in L3, 0.84-0.99x (0.935) from memory; one sequence
+//   at 2,048 positions on one thread 0.93-0.95x in L3, 0.87-0.99x from memory. Whole
+//   decode steps (the core is ~16% of a 16-sequence step) move within their noise.
 // - Values: one query row at a time, eight accumulators over 64 output dimensions
 //   (then 32, 16), so a pass reads whole 64-dimension stretches of every value row; the
 //   other rows read the head again from L2. Passes over several rows at once (12
 //   accumulators: 16 dimensions for three rows) read each row in 64-byte pieces, one per
 //   pass, and were slower where the cache comes from memory: 187M's 16-sequence decode
-//   core 0.79 against 0.47 ms for bf16, 2.0 against 1.0-1.2 ms for fp32 (Zen 3).
+//   core 0.79 against 0.47 ms for bf16, 2.0 against 1.0-1.2 ms for fp32 (Zen 3). Tried
+//   again with a head's first pass fetching whole rows for the later ones: two rows in
+//   passes of 32 (eight sums) 1.02-1.16x the time from memory, level in L3; three rows
+//   (twelve sums) had GCC 12 keep sums on the stack.
 // Queries are laid out once per call in chunks of 16 dimensions matching what one
 // key chunk widens to (fp32: the chunk itself; bf16: its even then its odd
 // elements), and bf16 value outputs are accumulated by parity and interleaved at the
@@ -57,8 +67,6 @@ constexpr bool decode_kernel_fits(index_t rows, int qk_dim, int v_dim) {
 }
 
 namespace decode_detail {
-/// Keys per block of the score pass (one partial-sum register each).
-inline constexpr index_t score_block = 8;
 /// How many cached rows ahead each pass prefetches.
 inline constexpr index_t prefetch_rows = 16;
 
@@ -85,45 +93,89 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 sum_lanes_8(const __m256 (&a)[8]) {
     return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
-/// Scores of one query row (`qp`: laid out as load_chunk widens) against keys [j0, j0 + count),
-/// count <= 8, into s[0, count). Chunks: head width / 16 where constant (0: `chunks`).
-template <int Chunks, class KV>
-CPX_TARGET_AVX2 inline void score_block_row(const float* qp, const KV* k, index_t k_stride, index_t count, int chunks,
-                                            float* s) {
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+/// The four lane sums of a0..a3, in order: the same tree per key as sum_lanes_8.
+CPX_TARGET_AVX2 CPX_FORCE_INLINE __m128 sum_lanes_4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    // Lanes [k0 k1 k2 k3 | k0 k1 k2 k3]: each key's sums of its low and high 128-bit halves.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/// Query rows scored together, keys per block for them (one partial-sum register per row and
+/// key: 8 or 12 of the 16), and how many rows a group of the score pass takes.
+template <int R>
+inline constexpr int block_keys = R == 1 ? 8 : 4;
+inline constexpr int score_group_rows = 3;
+
+/// Scores of R query rows (`qp`: laid out as load_chunk widens) against keys [0, count) of k,
+/// count <= block_keys<R> (Full: count is that), into s[i * s_stride + j]. Each key chunk is
+/// loaded and widened once for the R rows. Chunks: head width / 16 where constant (0: `chunks`).
+template <int R, int Chunks, bool Full, class KV>
+CPX_TARGET_AVX2 inline void score_block_rows(const float (*qp)[max_decode_head_dim], const KV* k, index_t k_stride,
+                                             index_t count, int chunks, float* s, index_t s_stride) {
+    constexpr int K = block_keys<R>;
+    __m256 acc[R][K];
+#pragma GCC unroll 12
+    for (int i = 0; i < R * K; ++i) acc[i / K][i % K] = _mm256_setzero_ps();
     for (int c = 0; c < (Chunks > 0 ? Chunks : chunks); ++c) {
-        const __m256 q0 = _mm256_load_ps(qp + 16 * c), q1 = _mm256_load_ps(qp + 16 * c + 8);
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-            if (j >= count) break;
+        for (int j = 0; j < K; ++j) {
+            if (!Full && j >= count) break;
             __m256 x0, x1;
             load_chunk(k + j * k_stride, c, x0, x1);
-            acc[j] = _mm256_fmadd_ps(x0, q0, acc[j]);
-            acc[j] = _mm256_fmadd_ps(x1, q1, acc[j]);
+#pragma GCC unroll 3
+            for (int i = 0; i < R; ++i) {
+                acc[i][j] = _mm256_fmadd_ps(x0, _mm256_load_ps(qp[i] + 16 * c), acc[i][j]);
+                acc[i][j] = _mm256_fmadd_ps(x1, _mm256_load_ps(qp[i] + 16 * c + 8), acc[i][j]);
+            }
         }
     }
-    const __m256 sums = sum_lanes_8(acc);
-    if (count == score_block) {
-        _mm256_storeu_ps(s, sums);
-    } else {
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_maskstore_ps(s, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane), sums);
+#pragma GCC unroll 3
+    for (int i = 0; i < R; ++i) {
+        float* si = s + i * s_stride;
+        if constexpr (K == 8) {
+            const __m256 sums = sum_lanes_8(acc[i]);
+            if (Full) {
+                _mm256_storeu_ps(si, sums);
+            } else {
+                const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                _mm256_maskstore_ps(si, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane), sums);
+            }
+        } else {
+            const __m128 sums = sum_lanes_4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+            if (Full) {
+                _mm_storeu_ps(si, sums);
+            } else {
+                const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+                _mm_maskstore_ps(si, _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count)), lane), sums);
+            }
+        }
     }
+}
+
+template <int R, int Chunks, class KV>
+CPX_TARGET_AVX2 void scores_group(const float (*qp)[max_decode_head_dim], int dim, const KV* k, index_t k_stride,
+                                  index_t n, float* s, index_t s_stride) {
+    constexpr index_t K = block_keys<R>;
+    const int chunks = dim / 16;
+    const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
+    index_t j0 = 0;
+    for (; j0 + K <= n; j0 += K) {
+        for (index_t j = j0 + prefetch_rows; j < std::min(n, j0 + prefetch_rows + K); ++j)
+            fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
+        score_block_rows<R, Chunks, true>(qp, k + j0 * k_stride, k_stride, K, chunks, s + j0, s_stride);
+    }
+    if (j0 < n) score_block_rows<R, Chunks, false>(qp, k + j0 * k_stride, k_stride, n - j0, chunks, s + j0, s_stride);
 }
 
 template <int Chunks, class KV>
 CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t rows, int dim, const KV* k,
                                  index_t k_stride, index_t n, float* s, index_t s_stride) {
-    const int chunks = dim / 16;
-    const index_t key_bytes = dim * static_cast<index_t>(sizeof(KV));
-    for (index_t j0 = 0; j0 < n; j0 += score_block) {
-        for (index_t j = j0 + prefetch_rows; j < std::min(n, j0 + prefetch_rows + score_block); ++j)
-            fetch_lines<Fetch::l1>(k + j * k_stride, key_bytes);
-        const index_t count = std::min(score_block, n - j0);
-        for (index_t i = 0; i < rows; ++i)
-            score_block_row<Chunks>(qp[i], k + j0 * k_stride, k_stride, count, chunks, s + i * s_stride + j0);
+    for (index_t i = 0; i < rows; i += score_group_rows) {
+        const index_t group = std::min<index_t>(score_group_rows, rows - i);
+        float* si = s + i * s_stride;
+        if (group == 3) scores_group<3, Chunks>(qp + i, dim, k, k_stride, n, si, s_stride);
+        else if (group == 2) scores_group<2, Chunks>(qp + i, dim, k, k_stride, n, si, s_stride);
+        else scores_group<1, Chunks>(qp + i, dim, k, k_stride, n, si, s_stride);
     }
 }
 
