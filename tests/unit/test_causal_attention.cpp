@@ -514,36 +514,41 @@ TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and b
 }
 
 TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and bf16 values, against double sums") {
-    const index_t n = 37, p_stride = 41, v_stride = 230;
+    const index_t p_stride = 75, v_stride = 230;
     for (const DecodeKernels& kernels : decode_kernel_sets("decode value pass")) {
         CAPTURE(cpu::vector_isa_name(kernels.isa));
-        // AVX-512: passes of 128 (up to two rows), 64 and 32; AVX2: 64, 32 and 16, row by row.
-        for (int dim : {16, 32, 48, 64, 80, 96, 128, 208, 224}) {
-            if (dim % kernels.dim_step != 0) continue;
-            for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
-                CAPTURE(dim);
-                CAPTURE(rows);
-                const auto p = testing::random_normal(rows * p_stride, 7);
-                auto v = testing::random_normal(n * v_stride, 8);
-                const std::vector<bf16> v16 = round_to_bf16(v);
-                const index_t o_stride = dim + 3;
-                std::vector<double> want(static_cast<std::size_t>(rows * dim));
-                for (index_t i = 0; i < rows; ++i)
-                    for (int c = 0; c < dim; ++c) {
-                        double sum = 0.0;
-                        for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
-                        want[static_cast<std::size_t>(i * dim + c)] = sum;
-                    }
-                auto o = testing::poisoned<float>(rows * o_stride);
-                kernels.values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
-                CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
-                // Nothing past each row's dim outputs is written.
-                for (index_t i = 0; i < rows; ++i)
-                    for (index_t c = dim; c < o_stride; ++c)
-                        CHECK(std::isnan(o[i * o_stride + c]));
-                o = testing::poisoned<float>(rows * o_stride);
-                kernels.values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
-                CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+        // AVX-512: passes of 128 (up to two rows), 64 and 32; AVX2: 64, 32 and 16, up to four rows
+        // through each block of 32 keys: key counts within one block, one whole block, and several
+        // with a tail.
+        for (index_t n : {index_t{5}, index_t{32}, index_t{37}, index_t{70}}) {
+            for (int dim : {16, 32, 48, 64, 80, 96, 128, 208, 224}) {
+                if (dim % kernels.dim_step != 0) continue;
+                for (index_t rows = 1; rows <= 9; ++rows) {  // past max_decode_rows too: four rows at a time
+                    CAPTURE(n);
+                    CAPTURE(dim);
+                    CAPTURE(rows);
+                    const auto p = testing::random_normal(rows * p_stride, 7);
+                    auto v = testing::random_normal(n * v_stride, 8);
+                    const std::vector<bf16> v16 = round_to_bf16(v);
+                    const index_t o_stride = dim + 3;
+                    std::vector<double> want(static_cast<std::size_t>(rows * dim));
+                    for (index_t i = 0; i < rows; ++i)
+                        for (int c = 0; c < dim; ++c) {
+                            double sum = 0.0;
+                            for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
+                            want[static_cast<std::size_t>(i * dim + c)] = sum;
+                        }
+                    auto o = testing::poisoned<float>(rows * o_stride);
+                    kernels.values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
+                    CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+                    // Nothing past each row's dim outputs is written.
+                    for (index_t i = 0; i < rows; ++i)
+                        for (index_t c = dim; c < o_stride; ++c)
+                            CHECK(std::isnan(o[i * o_stride + c]));
+                    o = testing::poisoned<float>(rows * o_stride);
+                    kernels.values<bf16>(p.data(), p_stride, rows, v16.data(), v_stride, n, dim, o.data(), o_stride);
+                    CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
+                }
             }
         }
     }

@@ -17,9 +17,15 @@
 //   (median 0.92) with the caches in L3, 0.84-0.99x (0.935) from memory; one sequence
 //   at 2,048 positions on one thread 0.93-0.95x in L3, 0.87-0.99x from memory. Whole
 //   decode steps (the core is ~16% of a 16-sequence step) move within their noise.
-// - Values: one query row at a time, eight accumulators over 64 output dimensions
-//   (then 32, 16), so a pass reads whole 64-dimension stretches of every value row; the
-//   other rows read the head again from L2. Passes over several rows at once (12
+// - Values: eight accumulators per query row over 64 output dimensions (then 32, 16),
+//   so a pass reads whole 64-dimension stretches of every value row, in blocks of 32
+//   keys: each of the group's rows (up to four) goes through a block before the next
+//   block, its sums kept in L1 between blocks, so the rows after the first read the
+//   block (4 KiB of a 64-wide bf16 head) from L1. One pass per row over the whole head,
+//   the later rows reading it again from L2, took (187M's 16-sequence core, Zen 3, best
+//   of 30 rounds, three alternations) 1.05-1.12x the time from memory and 0.98-1.07x in
+//   L3; one sequence at 2,048 positions on one thread 1.10-1.13x from memory (blocks of
+//   16, 32 and 64 keys level; 128 slower). Passes over several rows at once (12
 //   accumulators: 16 dimensions for three rows) read each row in 64-byte pieces, one per
 //   pass, and were slower where the cache comes from memory: 187M's 16-sequence decode
 //   core 0.79 against 0.47 ms for bf16, 2.0 against 1.0-1.2 ms for fp32 (Zen 3). Tried
@@ -179,19 +185,25 @@ CPX_TARGET_AVX2 void scores_rows(const float (*qp)[max_decode_head_dim], index_t
     }
 }
 
-/// One query row's value products over output dimensions [0, Width) of `v` (already offset to
-/// the pass): Width/8 accumulators.
-template <int Width, class KV>
-CPX_TARGET_AVX2 void values_pass(const float* p, const KV* v, index_t v_stride, index_t n, float* o) {
+/// Keys per block of the value pass: the block's rows (4 KiB of a 64-wide bf16 head) stay in L1
+/// for the query rows after the first.
+inline constexpr index_t value_block = 32;
+
+/// Query row p's products with keys [j0, j1) over output dimensions [0, Width) of `v` (already
+/// offset to the pass), added to its Width/8 accumulators in `sums` (set, for the first block).
+/// The row that reads the block first fetches the rows prefetch_rows ahead.
+template <int Width, bool First, class KV>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void values_block_row(const float* p, const KV* v, index_t v_stride, index_t j0,
+                                                       index_t j1, index_t n, bool start, float* sums) {
     constexpr int vectors = Width / 8;
     // Every loop over the accumulators unrolled: GCC 12 otherwise kept them in memory too and
     // stored each one after every FMA (eight 256-bit stores per cached row, twice the time of
     // its FMAs on Zen 3).
     __m256 acc[vectors];
 #pragma GCC unroll 8
-    for (int c = 0; c < vectors; ++c) acc[c] = _mm256_setzero_ps();
-    for (index_t j = 0; j < n; ++j) {
-        if (j + prefetch_rows < n)
+    for (int c = 0; c < vectors; ++c) acc[c] = start ? _mm256_setzero_ps() : _mm256_load_ps(sums + 8 * c);
+    for (index_t j = j0; j < j1; ++j) {
+        if (First && j + prefetch_rows < n)
             fetch_lines<Fetch::l1>(v + (j + prefetch_rows) * v_stride, Width * static_cast<index_t>(sizeof(KV)));
         const __m256 pj = _mm256_broadcast_ss(p + j);
         const KV* vj = v + j * v_stride;
@@ -203,16 +215,37 @@ CPX_TARGET_AVX2 void values_pass(const float* p, const KV* v, index_t v_stride, 
             acc[2 * c + 1] = _mm256_fmadd_ps(x1, pj, acc[2 * c + 1]);
         }
     }
+#pragma GCC unroll 8
+    for (int c = 0; c < vectors; ++c) _mm256_store_ps(sums + 8 * c, acc[c]);
+}
+
+/// The value products of `rows` (at most max_decode_rows) query rows over output dimensions
+/// [0, Width) of `v`: blocks of value_block keys, every row through a block before the next
+/// block, each row's sums over the keys in key order (as one pass per row would add them).
+template <int Width, class KV>
+CPX_TARGET_AVX2 void values_pass(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride,
+                                 index_t n, float* o, index_t o_stride) {
+    alignas(32) float sums[max_decode_rows][Width];
+    for (index_t j0 = 0; j0 < n; j0 += value_block) {
+        const index_t j1 = std::min(n, j0 + value_block);
+        values_block_row<Width, true>(p, v, v_stride, j0, j1, n, j0 == 0, sums[0]);
+        for (index_t i = 1; i < rows; ++i)
+            values_block_row<Width, false>(p + i * p_stride, v, v_stride, j0, j1, n, j0 == 0, sums[i]);
+    }
+    for (index_t i = 0; i < rows; ++i) {
+        float* oi = o + i * o_stride;
 #pragma GCC unroll 4
-    for (int c = 0; c < Width / 16; ++c) {
-        const __m256 a = acc[2 * c], b = acc[2 * c + 1];
-        if constexpr (std::is_same_v<KV, float>) {
-            _mm256_storeu_ps(o + 16 * c, a);
-            _mm256_storeu_ps(o + 16 * c + 8, b);
-        } else {  // a: even dimensions of the chunk, b: odd; interleave them back
-            const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-            _mm256_storeu_ps(o + 16 * c, _mm256_permute2f128_ps(lo, hi, 0x20));
-            _mm256_storeu_ps(o + 16 * c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+        for (int c = 0; c < Width / 16; ++c) {
+            const __m256 a = n > 0 ? _mm256_load_ps(sums[i] + 16 * c) : _mm256_setzero_ps();
+            const __m256 b = n > 0 ? _mm256_load_ps(sums[i] + 16 * c + 8) : _mm256_setzero_ps();
+            if constexpr (std::is_same_v<KV, float>) {
+                _mm256_storeu_ps(oi + 16 * c, a);
+                _mm256_storeu_ps(oi + 16 * c + 8, b);
+            } else {  // a: even dimensions of the chunk, b: odd; interleave them back
+                const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+                _mm256_storeu_ps(oi + 16 * c, _mm256_permute2f128_ps(lo, hi, 0x20));
+                _mm256_storeu_ps(oi + 16 * c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+            }
         }
     }
 }
@@ -256,16 +289,18 @@ CPX_TARGET_AVX2
 void decode_values(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride, index_t n, int dim,
                    float* o, index_t o_stride) {
     static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, bf16>, "decode_values: fp32 or bf16 values");
-    for (index_t i = 0; i < rows; ++i) {
-        const float* pi = p + i * p_stride;
-        float* oi = o + i * o_stride;
+    for (index_t i0 = 0; i0 < rows; i0 += max_decode_rows) {
+        const index_t group = std::min(rows - i0, max_decode_rows);
+        const float* pi = p + i0 * p_stride;
+        float* oi = o + i0 * o_stride;
         int c0 = 0;
-        for (; c0 + 64 <= dim; c0 += 64) decode_detail::values_pass<64>(pi, v + c0, v_stride, n, oi + c0);
+        for (; c0 + 64 <= dim; c0 += 64)
+            decode_detail::values_pass<64>(pi, p_stride, group, v + c0, v_stride, n, oi + c0, o_stride);
         if (c0 + 32 <= dim) {
-            decode_detail::values_pass<32>(pi, v + c0, v_stride, n, oi + c0);
+            decode_detail::values_pass<32>(pi, p_stride, group, v + c0, v_stride, n, oi + c0, o_stride);
             c0 += 32;
         }
-        if (c0 < dim) decode_detail::values_pass<16>(pi, v + c0, v_stride, n, oi + c0);
+        if (c0 < dim) decode_detail::values_pass<16>(pi, p_stride, group, v + c0, v_stride, n, oi + c0, o_stride);
     }
 }
 
