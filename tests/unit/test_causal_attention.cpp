@@ -464,6 +464,19 @@ struct DecodeKernels {
     }
 };
 
+/// want[i * cols + j] = sum over t < inner of a(i, t) b(j, t), in double: the reference of both passes.
+template <class A, class B>
+std::vector<double> double_products(index_t rows, index_t cols, index_t inner, A a, B b) {
+    std::vector<double> want(static_cast<std::size_t>(rows * cols));
+    for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) {
+            double sum = 0.0;
+            for (index_t t = 0; t < inner; ++t) sum += double(a(i, t)) * double(b(j, t));
+            want[static_cast<std::size_t>(i * cols + j)] = sum;
+        }
+    return want;
+}
+
 /// The kernel sets this machine runs; a message for each one it lacks.
 std::vector<DecodeKernels> decode_kernel_sets(const char* what) {
     std::vector<DecodeKernels> sets;
@@ -491,13 +504,9 @@ TEST_CASE("the decode score pass: every row count 1-9 and head width, fp32 and b
                     const auto q = testing::random_normal(rows * q_stride, 9);
                     auto k = testing::random_normal(n * k_stride, 10);
                     const std::vector<bf16> k16 = round_to_bf16(k);
-                    std::vector<double> want(static_cast<std::size_t>(rows * n));
-                    for (index_t i = 0; i < rows; ++i)
-                        for (index_t j = 0; j < n; ++j) {
-                            double sum = 0.0;
-                            for (int c = 0; c < dim; ++c) sum += double(q[i * q_stride + c]) * k[j * k_stride + c];
-                            want[static_cast<std::size_t>(i * n + j)] = sum;
-                        }
+                    const auto want = double_products(
+                        rows, n, dim, [&](index_t i, index_t c) { return q[i * q_stride + c]; },
+                        [&](index_t j, index_t c) { return k[j * k_stride + c]; });
                     auto s = testing::poisoned<float>(rows * s_stride);
                     kernels.scores<float>(q.data(), q_stride, rows, dim, k.data(), k_stride, n, s.data(), s_stride);
                     CHECK(testing::relative_error(gather_rows(s, rows, n, s_stride), want) < 1e-5);
@@ -531,13 +540,9 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
                     auto v = testing::random_normal(n * v_stride, 8);
                     const std::vector<bf16> v16 = round_to_bf16(v);
                     const index_t o_stride = dim + 3;
-                    std::vector<double> want(static_cast<std::size_t>(rows * dim));
-                    for (index_t i = 0; i < rows; ++i)
-                        for (int c = 0; c < dim; ++c) {
-                            double sum = 0.0;
-                            for (index_t j = 0; j < n; ++j) sum += double(p[i * p_stride + j]) * v[j * v_stride + c];
-                            want[static_cast<std::size_t>(i * dim + c)] = sum;
-                        }
+                    const auto want = double_products(
+                        rows, dim, n, [&](index_t i, index_t j) { return p[i * p_stride + j]; },
+                        [&](index_t c, index_t j) { return v[j * v_stride + c]; });
                     auto o = testing::poisoned<float>(rows * o_stride);
                     kernels.values<float>(p.data(), p_stride, rows, v.data(), v_stride, n, dim, o.data(), o_stride);
                     CHECK(testing::relative_error(gather_rows(o, rows, dim, o_stride), want) < 1e-5);
