@@ -400,6 +400,27 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_span(const bf16* w, __m256& v0, __m25
     v1 = bf16_high_halves(words);
 }
 
+/// One weight row's span times its input feature of one input row (xv) into the span's two sums.
+/// (Functions, not lambdas: a lambda does not take its caller's target attribute under clang.)
+template <class W>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void span_into(const W* w, __m256 xv, __m256& s0, __m256& s1) {
+    __m256 v0, v1;
+    load_span(w, v0, v1);
+    s0 = _mm256_fmadd_ps(xv, v0, s0);
+    s1 = _mm256_fmadd_ps(xv, v1, s1);
+}
+/// The same for two input rows (xv, yv) at once: four chains.
+template <class W>
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void span_into_pair(const W* w, __m256 xv, __m256 yv, __m256& s0, __m256& t0,
+                                                     __m256& s1, __m256& t1) {
+    __m256 v0, v1;
+    load_span(w, v0, v1);
+    s0 = _mm256_fmadd_ps(xv, v0, s0);
+    t0 = _mm256_fmadd_ps(yv, v0, t0);
+    s1 = _mm256_fmadd_ps(xv, v1, s1);
+    t1 = _mm256_fmadd_ps(yv, v1, t1);
+}
+
 /// part[m, :] += sum over weight rows [i0, i1) of x[m, i] w[i, :] for the rows of x (part: rows
 /// of `stride` floats). [i0, i1) is cut into four quarters and read as four streams, one row of
 /// each at a time: each widened chunk of the four rows is used for two input rows at once (the
@@ -449,18 +470,10 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
             for (; j < body; j += nn_span) {  // four chains of four FMAs: two input rows, two halves of the span
                 __m256 s0 = _mm256_load_ps(a + j), t0 = _mm256_load_ps(b + j);
                 __m256 s1 = _mm256_load_ps(a + j + 8), t1 = _mm256_load_ps(b + j + 8);
-                const auto row = [&](const W* wr, const __m256 xv, const __m256 yv) {
-                    __m256 v0, v1;
-                    load_span(wr + j, v0, v1);
-                    s0 = _mm256_fmadd_ps(xv, v0, s0);
-                    t0 = _mm256_fmadd_ps(yv, v0, t0);
-                    s1 = _mm256_fmadd_ps(xv, v1, s1);
-                    t1 = _mm256_fmadd_ps(yv, v1, t1);
-                };
-                row(w0, x0, y0);
-                row(w1, x1, y1);
-                row(w2, x2, y2);
-                row(w3, x3, y3);
+                span_into_pair(w0 + j, x0, y0, s0, t0, s1, t1);
+                span_into_pair(w1 + j, x1, y1, s0, t0, s1, t1);
+                span_into_pair(w2 + j, x2, y2, s0, t0, s1, t1);
+                span_into_pair(w3 + j, x3, y3, s0, t0, s1, t1);
                 _mm256_store_ps(a + j, s0);
                 _mm256_store_ps(b + j, t0);
                 _mm256_store_ps(a + j + 8, s1);
@@ -481,16 +494,10 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
             index_t j = 0;
             for (; j < body; j += nn_span) {
                 __m256 s0 = _mm256_load_ps(a + j), s1 = _mm256_load_ps(a + j + 8);
-                const auto row = [&](const W* wr, const __m256 xv) {
-                    __m256 v0, v1;
-                    load_span(wr + j, v0, v1);
-                    s0 = _mm256_fmadd_ps(xv, v0, s0);
-                    s1 = _mm256_fmadd_ps(xv, v1, s1);
-                };
-                row(w0, x0);
-                row(w1, x1);
-                row(w2, x2);
-                row(w3, x3);
+                span_into(w0 + j, x0, s0, s1);
+                span_into(w1 + j, x1, s0, s1);
+                span_into(w2 + j, x2, s0, s1);
+                span_into(w3 + j, x3, s0, s1);
                 _mm256_store_ps(a + j, s0);
                 _mm256_store_ps(a + j + 8, s1);
             }
