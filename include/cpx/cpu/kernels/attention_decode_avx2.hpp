@@ -76,20 +76,6 @@ namespace decode_detail {
 /// How many cached rows ahead each pass prefetches.
 inline constexpr index_t prefetch_rows = 16;
 
-/// Chunk c (16 dimensions) of a cached row as two vectors: fp32, its two halves; bf16,
-/// its even and its odd elements.
-template <class KV>
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_chunk(const KV* row, int c, __m256& x0, __m256& x1) {
-    if constexpr (std::is_same_v<KV, float>) {
-        x0 = _mm256_loadu_ps(row + 16 * c);
-        x1 = _mm256_loadu_ps(row + 16 * c + 8);
-    } else {
-        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&row->bits + 16 * c));
-        x0 = bf16_low_halves(words);
-        x1 = bf16_high_halves(words);
-    }
-}
-
 /// The eight lane sums of a[0..8), in order.
 CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 sum_lanes_8(const __m256 (&a)[8]) {
     const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
@@ -112,7 +98,7 @@ template <int R>
 inline constexpr int block_keys = R == 1 ? 8 : 4;
 inline constexpr int score_group_rows = 3;
 
-/// Scores of R query rows (`qp`: laid out as load_chunk widens) against keys [0, count) of k,
+/// Scores of R query rows (`qp`: laid out as load16_widened widens a key chunk) against keys [0, count) of k,
 /// count <= block_keys<R> (Full: count is that), into s[i * s_stride + j]. Each key chunk is
 /// loaded and widened once for the R rows. Chunks: head width / 16 where constant (0: `chunks`).
 template <int R, int Chunks, bool Full, class KV>
@@ -127,7 +113,7 @@ CPX_TARGET_AVX2 inline void score_block_rows(const float (*qp)[max_decode_head_d
         for (int j = 0; j < K; ++j) {
             if (!Full && j >= count) break;
             __m256 x0, x1;
-            load_chunk(k + j * k_stride, c, x0, x1);
+            load16_widened(k + j * k_stride + 16 * c, x0, x1);
 #pragma GCC unroll 3
             for (int i = 0; i < R; ++i) {
                 acc[i][j] = _mm256_fmadd_ps(x0, _mm256_load_ps(qp[i] + 16 * c), acc[i][j]);
@@ -210,7 +196,7 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void values_block_row(const float* p, const KV*
 #pragma GCC unroll 8
         for (int c = 0; c < Width / 16; ++c) {
             __m256 x0, x1;
-            load_chunk(vj, c, x0, x1);
+            load16_widened(vj + 16 * c, x0, x1);
             acc[2 * c] = _mm256_fmadd_ps(x0, pj, acc[2 * c]);
             acc[2 * c + 1] = _mm256_fmadd_ps(x1, pj, acc[2 * c + 1]);
         }
@@ -226,6 +212,7 @@ template <int Width, class KV>
 CPX_TARGET_AVX2 void values_pass(const float* p, index_t p_stride, index_t rows, const KV* v, index_t v_stride,
                                  index_t n, float* o, index_t o_stride) {
     alignas(32) float sums[max_decode_rows][Width];
+    if (n == 0) std::fill_n(&sums[0][0], max_decode_rows * Width, 0.0f);  // no keys: zero outputs
     for (index_t j0 = 0; j0 < n; j0 += value_block) {
         const index_t j1 = std::min(n, j0 + value_block);
         values_block_row<Width, true>(p, v, v_stride, j0, j1, n, j0 == 0, sums[0]);
@@ -236,8 +223,7 @@ CPX_TARGET_AVX2 void values_pass(const float* p, index_t p_stride, index_t rows,
         float* oi = o + i * o_stride;
 #pragma GCC unroll 4
         for (int c = 0; c < Width / 16; ++c) {
-            const __m256 a = n > 0 ? _mm256_load_ps(sums[i] + 16 * c) : _mm256_setzero_ps();
-            const __m256 b = n > 0 ? _mm256_load_ps(sums[i] + 16 * c + 8) : _mm256_setzero_ps();
+            const __m256 a = _mm256_load_ps(sums[i] + 16 * c), b = _mm256_load_ps(sums[i] + 16 * c + 8);
             if constexpr (std::is_same_v<KV, float>) {
                 _mm256_storeu_ps(oi + 16 * c, a);
                 _mm256_storeu_ps(oi + 16 * c + 8, b);

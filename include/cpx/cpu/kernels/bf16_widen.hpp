@@ -10,6 +10,7 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
+#include "cpx/core/dtype.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512, CPX_TARGET_AVX2
 
 namespace cpx::cpu::avx512 {
@@ -34,6 +35,18 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 bf16_low_halves(__m256i words) {
 /// The odd (high-half) elements of 8 words of two bf16 values each, as fp32.
 CPX_TARGET_AVX2 CPX_FORCE_INLINE __m256 bf16_high_halves(__m256i words) {
     return _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+/// 16 consecutive values from p as two fp32 vectors: bf16, the even elements then the odd ones
+/// (one load, one instruction each); fp32, p[0, 8) and p[8, 16), so that a kernel takes either.
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void load16_widened(const bf16* p, __m256& a, __m256& b) {
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&p->bits));
+    a = bf16_low_halves(words);
+    b = bf16_high_halves(words);
+}
+CPX_TARGET_AVX2 CPX_FORCE_INLINE void load16_widened(const float* p, __m256& a, __m256& b) {
+    a = _mm256_loadu_ps(p);
+    b = _mm256_loadu_ps(p + 8);
 }
 
 }  // namespace cpx::cpu::avx2

@@ -75,20 +75,6 @@ CPX_TARGET_AVX2 inline void split_row_by_parity(const float* x, index_t in, floa
 }
 
 namespace detail {
-/// Chunk `i` of a weight row as two fp32 vectors: fp32, inputs i..i+7 and i+8..i+15; bf16,
-/// the even and the odd inputs of i..i+15 (matching split_row_by_parity).
-template <class W>
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_chunk(const W* r, index_t i, __m256& lo, __m256& hi) {
-    if constexpr (std::is_same_v<W, float>) {
-        lo = _mm256_loadu_ps(r + i);
-        hi = _mm256_loadu_ps(r + i + 8);
-    } else {
-        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&r[i].bits));
-        lo = bf16_low_halves(words);
-        hi = bf16_high_halves(words);
-    }
-}
-
 CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -125,7 +111,7 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const float* const (&x)[R
 #pragma GCC unroll 4
         for (int j = 0; j < S; ++j) {
             __m256 lo, hi;
-            load_chunk(r[j], i, lo, hi);
+            load16_widened(r[j] + i, lo, hi);  // bf16: by parity, as split_row_by_parity
 #pragma GCC unroll 2
             for (int g = 0; g < R; ++g) a[j][g] = _mm256_fmadd_ps(hi, xo[g], _mm256_fmadd_ps(lo, xe[g], a[j][g]));
         }
@@ -373,7 +359,7 @@ CPX_TARGET_AVX2 void gemv_lanes_nt(const float* xt, index_t in, const StridedMat
     }
 }
 
-/// Columns of an input-major product's step: 16, as two vectors (load_span): fp32 weights in
+/// Columns of an input-major product's step: 16, as two vectors (load16_widened): fp32 weights in
 /// order, bf16 weights widened by parity, whose partial sums keep the 8 even columns of the
 /// step, then its 8 odd ones (nn_slot).
 inline constexpr index_t nn_span = 16;
@@ -388,24 +374,12 @@ constexpr index_t nn_slot(index_t j, index_t out) {
 }
 
 namespace detail {
-/// 16 consecutive weights as two vectors: fp32 the two halves, bf16 the even and the odd
-/// elements (one load, one instruction each).
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_span(const float* w, __m256& v0, __m256& v1) {
-    v0 = _mm256_loadu_ps(w);
-    v1 = _mm256_loadu_ps(w + 8);
-}
-CPX_TARGET_AVX2 CPX_FORCE_INLINE void load_span(const bf16* w, __m256& v0, __m256& v1) {
-    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&w->bits));
-    v0 = bf16_low_halves(words);
-    v1 = bf16_high_halves(words);
-}
-
 /// One weight row's span times its input feature of one input row (xv) into the span's two sums.
 /// (Functions, not lambdas: a lambda does not take its caller's target attribute under clang.)
 template <class W>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void span_into(const W* w, __m256 xv, __m256& s0, __m256& s1) {
     __m256 v0, v1;
-    load_span(w, v0, v1);
+    load16_widened(w, v0, v1);
     s0 = _mm256_fmadd_ps(xv, v0, s0);
     s1 = _mm256_fmadd_ps(xv, v1, s1);
 }
@@ -414,7 +388,7 @@ template <class W>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void span_into_pair(const W* w, __m256 xv, __m256 yv, __m256& s0, __m256& t0,
                                                      __m256& s1, __m256& t1) {
     __m256 v0, v1;
-    load_span(w, v0, v1);
+    load16_widened(w, v0, v1);
     s0 = _mm256_fmadd_ps(xv, v0, s0);
     t0 = _mm256_fmadd_ps(yv, v0, t0);
     s1 = _mm256_fmadd_ps(xv, v1, s1);
@@ -439,7 +413,7 @@ CPX_TARGET_AVX2 CPX_FORCE_INLINE void span_into_pair(const W* w, __m256 xv, __m2
 /// 12.1 -> 20.9 and 18.4 -> 27.2, fp32 1.3-1.6x; 2-8 rows bf16 1.0-1.4x, fp32 1.1-1.3x, 16 rows
 /// 1.0-1.08x (bound by the arithmetic and the partial sums' loads and stores, which stay in L1).
 ///
-/// A step takes 16 columns as two vectors (load_span; bf16 by parity, one instruction per
+/// A step takes 16 columns as two vectors (load16_widened; bf16 by parity, one instruction per
 /// vector instead of a zero-extension and a shift per 8), so a pair of input rows runs four
 /// chains of four FMAs at once. Steps of 8 columns (two chains) were bound by the chains'
 /// latency, at about half the FMA peak: the 187M expert's products (Zen 3, two threads, best of
@@ -515,7 +489,7 @@ CPX_TARGET_AVX2 void rows_nn_part(const StridedMatrix<const float>& x, const Str
             index_t j = 0;
             for (; j < body; j += nn_span) {
                 __m256 v0, v1;
-                load_span(wr + j, v0, v1);
+                load16_widened(wr + j, v0, v1);
                 _mm256_store_ps(a + j, _mm256_fmadd_ps(xv, v0, _mm256_load_ps(a + j)));
                 _mm256_store_ps(a + j + 8, _mm256_fmadd_ps(xv, v1, _mm256_load_ps(a + j + 8)));
             }

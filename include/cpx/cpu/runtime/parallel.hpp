@@ -126,6 +126,25 @@ private:
     Range ranges_[max_team];
 };
 
+/// body(i) for thread t's contiguous share of [0, n) among `team` (schedule(static)'s split).
+template <class Index, class Body>
+void for_share(Index n, int t, int team, Body&& body) {
+    const Share own = equal_share(static_cast<std::int64_t>(n), team, t);
+    for (auto i = static_cast<Index>(own.begin); i < static_cast<Index>(own.end); ++i) body(i);
+}
+
+/// body(i) for the indices of [0, n) thread t of a team (a parallel_team body's, a region's) claims from
+/// `claims` (made for n indices and that team before the region: its own range, then the
+/// ends of the others'), or for its for_share share where the region got another team.
+template <class Index, class Body>
+void for_claims(RangeClaims& claims, Index n, int t, int team, Body&& body) {
+    if (team > 1 && claims.serves(team)) {
+        for (std::int64_t i; (i = claims.next(t)) >= 0;) body(static_cast<Index>(i));
+        return;
+    }
+    for_share(n, t, team, body);
+}
+
 /// body(i) for every i in [0, n): on a new parallel region's threads when `worth` says the work
 /// pays for them (and the caller is not already inside a region), else in a plain loop. A body
 /// taking (i, slot) also gets the index of the thread running it (for per-thread scratch): in
@@ -151,12 +170,7 @@ void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule sc
 #pragma omp parallel
         {
             const int t = thread_index();
-            if (claims.serves(team_size())) {
-                for (std::int64_t i; (i = claims.next(t)) >= 0;) call(static_cast<Index>(i), t);
-            } else {  // the region got another team than asked for
-#pragma omp for schedule(static)
-                for (Index i = 0; i < n; ++i) call(i, t);
-            }
+            for_claims(claims, n, t, team_size(), [&](Index i) { call(i, t); });
         }
     } else {
 #pragma omp parallel for schedule(static)
@@ -181,25 +195,6 @@ void parallel_team(int threads, Body&& body) {
 #else
     body(0, 1);
 #endif
-}
-
-/// body(i) for thread t's contiguous share of [0, n) among `team` (schedule(static)'s split).
-template <class Index, class Body>
-void for_share(Index n, int t, int team, Body&& body) {
-    const Share own = equal_share(static_cast<std::int64_t>(n), team, t);
-    for (auto i = static_cast<Index>(own.begin); i < static_cast<Index>(own.end); ++i) body(i);
-}
-
-/// body(i) for the indices of [0, n) thread t of a parallel_team body's `team` claims from
-/// `claims` (made for n indices and that team before the region: its own range, then the
-/// ends of the others'), or for its for_share share where the region got another team.
-template <class Index, class Body>
-void for_claims(RangeClaims& claims, Index n, int t, int team, Body&& body) {
-    if (team > 1 && claims.serves(team)) {
-        for (std::int64_t i; (i = claims.next(t)) >= 0;) body(static_cast<Index>(i));
-        return;
-    }
-    for_share(n, t, team, body);
 }
 
 /// Waits for every thread of a parallel_team body's team (nothing for a team of one).
