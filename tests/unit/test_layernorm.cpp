@@ -27,13 +27,14 @@ std::vector<double> reference_layernorm(const std::vector<float>& x, const std::
 }
 }  // namespace
 
-// Every kernel family the machine runs (portable loops; AVX-512 with four accumulators and
-// masked tails): widths below, at and past a vector and a four-vector step.
+// Every kernel family the machine runs (portable loops; AVX2 and AVX-512 with four
+// accumulators and masked tails): widths below, at and past a vector and a four-vector step,
+// and 59 (one AVX2 step of four vectors, three single vectors, a tail of three).
 TEST_CASE("layernorm with bias matches the double reference, also for rows with a large mean") {
     for (cpu::VectorIsa isa : testing::vector_isas()) {
         const cpu::VectorIsaLimit limit(isa);
         CAPTURE(cpu::vector_isa_name(isa));
-        for (int n : {1, 7, 16, 32, 70, 100, 512, 768}) {
+        for (int n : {1, 7, 16, 32, 59, 70, 100, 512, 768}) {
             CAPTURE(n);
             const int rows = 4;
             auto x = testing::random_normal(rows * n, 21 + n, 2.0f, 5.0f);

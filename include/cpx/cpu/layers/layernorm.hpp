@@ -1,13 +1,15 @@
 #pragma once
 // LayerNorm on the CPU (GPT-2 / PRISM blocks): each row is centred, scaled by
 // its inverse standard deviation (biased variance), then by weight, plus bias.
-// fp32 rows run cpu/kernels/layernorm_avx512.hpp where vector_isa() is AVX-512.
+// fp32 rows run cpu/kernels/layernorm_avx512.hpp where vector_isa() is AVX-512,
+// cpu/kernels/layernorm_avx2.hpp where it is AVX2.
 
 #include <type_traits>
 
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/layernorm_avx2.hpp"
 #include "cpx/cpu/kernels/layernorm_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/simd_hints.hpp"
@@ -30,17 +32,22 @@ void layernorm(Matrix<const In> x, Vector<const W> weight, Vector<const W> bias,
     require<ShapeError>(y.extent(0) == rows && y.extent(1) == n, "layernorm: output is [", y.extent(0), ", ",
                         y.extent(1), "], expected [", rows, ", ", n, "]");
     const bool has_bias = !bias.empty();
-#ifdef CPX_HAVE_LAYERNORM_AVX512
     if constexpr (std::is_same_v<In, float> && std::is_same_v<W, float> && std::is_same_v<Out, float>) {
-        if (vector_isa() == VectorIsa::avx512) {
+        // The vector kernel of this machine's level, one row per call.
+        void (*row)(const float*, const float*, const float*, float*, index_t, float) = nullptr;
+#ifdef CPX_HAVE_LAYERNORM_AVX512
+        if (vector_isa() == VectorIsa::avx512) row = avx512::layernorm_row;
+#endif
+#ifdef CPX_HAVE_LAYERNORM_AVX2
+        if (vector_isa() == VectorIsa::avx2) row = avx2::layernorm_row;
+#endif
+        if (row) {
             const float* b = has_bias ? bias.data() : nullptr;
-            parallel_for(rows, rows * n > 65536, [&](index_t r) {
-                avx512::layernorm_row(x.data() + r * n, weight.data(), b, y.data() + r * n, n, eps);
-            });
+            parallel_for(rows, rows * n > 65536,
+                         [&](index_t r) { row(x.data() + r * n, weight.data(), b, y.data() + r * n, n, eps); });
             return;
         }
     }
-#endif
     parallel_for(rows, rows * n > 65536, [&](index_t r) {
         const In* xr = x.data() + r * n;
         // Two passes (mean, then centred squares) keep the variance accurate for
