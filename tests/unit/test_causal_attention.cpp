@@ -560,61 +560,82 @@ TEST_CASE("the decode value pass: every row count 1-9 and pass width, fp32 and b
 }
 #endif
 
+namespace {
+/// A vector softmax kernel the machine runs: its masked_softmax_row.
+struct SoftmaxKernel {
+    const char* name;
+    void (*softmax_row)(float*, index_t, index_t);
+};
+std::vector<SoftmaxKernel> softmax_kernels() {
+    std::vector<SoftmaxKernel> kernels;
+#ifdef CPX_HAVE_SOFTMAX_AVX2
+    if (cpu::machine_vector_isa() >= cpu::VectorIsa::avx2) kernels.push_back({"avx2", cpu::avx2::masked_softmax_row});
+#endif
 #ifdef CPX_HAVE_SOFTMAX_AVX512
-// The AVX-512 softmax row against a double-precision one: every tail length of the
-// 16-lane loop, long rows, spreads that underflow most terms to 0, -inf scores, and
-// the masked part [valid, n) zeroed without touching what lies past n.
-TEST_CASE("the AVX-512 softmax row matches a double softmax, tails and underflow included") {
-    if (cpu::machine_vector_isa() != cpu::VectorIsa::avx512) {
-        MESSAGE("AVX-512 softmax skipped: this machine lacks AVX-512 (", cpu::cpu_features().summary(), ")");
-        return;
-    }
+    if (cpu::machine_vector_isa() >= cpu::VectorIsa::avx512)
+        kernels.push_back({"avx512", cpu::avx512::masked_softmax_row});
+#endif
+    for (cpu::VectorIsa isa : {cpu::VectorIsa::avx2, cpu::VectorIsa::avx512})
+        if (cpu::machine_vector_isa() < isa)
+            MESSAGE(cpu::vector_isa_name(isa), " softmax row skipped: this machine lacks it (", cpu::cpu_features().summary(), ")");
+    return kernels;
+}
+}  // namespace
+
+// The AVX2 and AVX-512 softmax rows against a double-precision one: every tail length of
+// the 8- and 16-lane loops, long rows, spreads that underflow most terms to 0, -inf scores,
+// and the masked part [valid, n) zeroed without touching what lies past n.
+TEST_CASE("the vector softmax rows match a double softmax, tails and underflow included") {
     const float inf = std::numeric_limits<float>::infinity();
     std::vector<index_t> lengths;
     for (index_t v = 1; v <= 40; ++v) lengths.push_back(v);
     for (index_t v : {63, 64, 65, 513, 2048}) lengths.push_back(v);
-    unsigned seed = 300;
-    for (float spread : {0.5f, 3.0f, 40.0f, 1000.0f})
-        for (index_t valid : lengths) {
-            CAPTURE(spread);
-            CAPTURE(valid);
-            const index_t n = valid + (valid % 7) * 3, guard = 5;
-            auto s = testing::random_normal(static_cast<std::size_t>(n + guard), ++seed, spread);
-            if (valid > 3) s[1] = -inf;  // a score that must give exactly 0
-            const std::vector<float> in(s.begin(), s.begin() + valid);
-            for (index_t j = n; j < n + guard; ++j) s[j] = 12345.0f;
-            cpu::avx512::masked_softmax_row(s.data(), valid, n);
+    for (const SoftmaxKernel& kernel : softmax_kernels()) {
+        CAPTURE(kernel.name);
+        unsigned seed = 300;
+        for (float spread : {0.5f, 3.0f, 40.0f, 1000.0f})
+            for (index_t valid : lengths) {
+                CAPTURE(spread);
+                CAPTURE(valid);
+                const index_t n = valid + (valid % 7) * 3, guard = 5;
+                auto s = testing::random_normal(static_cast<std::size_t>(n + guard), ++seed, spread);
+                if (valid > 3) s[1] = -inf;  // a score that must give exactly 0
+                const std::vector<float> in(s.begin(), s.begin() + valid);
+                for (index_t j = n; j < n + guard; ++j) s[j] = 12345.0f;
+                kernel.softmax_row(s.data(), valid, n);
 
-            double mx = -1e300, sum = 0.0;
-            for (float x : in) mx = std::max(mx, double(x));
-            for (float x : in) sum += std::exp(double(x) - mx);
-            double worst = 0.0, total = 0.0;
-            for (index_t j = 0; j < valid; ++j) {
-                const double want = std::exp(double(in[j]) - mx) / sum;
-                total += s[j];
-                if (want > 1e-30) worst = std::max(worst, std::abs(s[j] - want) / want);
-                else CHECK(std::abs(s[j]) <= 1e-30);  // underflowed in fp32 or near it
+                double mx = -1e300, sum = 0.0;
+                for (float x : in) mx = std::max(mx, double(x));
+                for (float x : in) sum += std::exp(double(x) - mx);
+                double worst = 0.0, total = 0.0;
+                for (index_t j = 0; j < valid; ++j) {
+                    const double want = std::exp(double(in[j]) - mx) / sum;
+                    total += s[j];
+                    if (want > 1e-30) worst = std::max(worst, std::abs(s[j] - want) / want);
+                    else CHECK(std::abs(s[j]) <= 1e-30);  // underflowed in fp32 or near it
+                }
+                CHECK(worst < 4e-6);
+                CHECK(std::abs(total - 1.0) < 1e-5);
+                if (valid > 3) CHECK(s[1] == 0.0f);
+                for (index_t j = valid; j < n; ++j) CHECK(s[j] == 0.0f);
+                for (index_t j = n; j < n + guard; ++j) CHECK(s[j] == 12345.0f);
             }
-            CHECK(worst < 4e-6);
-            CHECK(std::abs(total - 1.0) < 1e-5);
-            if (valid > 3) CHECK(s[1] == 0.0f);
-            for (index_t j = valid; j < n; ++j) CHECK(s[j] == 0.0f);
-            for (index_t j = n; j < n + guard; ++j) CHECK(s[j] == 12345.0f);
+        // A NaN score poisons the row instead of vanishing as a zero probability.
+        for (index_t at : {0, 5, 16, 20}) {
+            CAPTURE(at);
+            auto row = testing::random_normal(21, 400);
+            row[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+            kernel.softmax_row(row.data(), 21, 21);
+            for (float p : row) CHECK(std::isnan(p));
         }
-    // A NaN score poisons the row instead of vanishing as a zero probability.
-    for (index_t at : {0, 5, 16, 20}) {
-        CAPTURE(at);
-        auto row = testing::random_normal(21, 400);
-        row[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
-        cpu::avx512::masked_softmax_row(row.data(), 21, 21);
-        for (float p : row) CHECK(std::isnan(p));
+        // Equal scores: exactly uniform up to rounding.
+        std::vector<float> flat(37, 2.5f);
+        kernel.softmax_row(flat.data(), 37, 37);
+        for (float p : flat) CHECK(std::abs(p - 1.0f / 37.0f) < 1e-7f);
     }
-    // Equal scores: exactly uniform up to rounding.
-    std::vector<float> flat(37, 2.5f);
-    cpu::avx512::masked_softmax_row(flat.data(), 37, 37);
-    for (float p : flat) CHECK(std::abs(p - 1.0f / 37.0f) < 1e-7f);
 }
 
+#ifdef CPX_HAVE_SOFTMAX_AVX512
 // The bf16-writing row (what attention's P V product reads under Compute::bf16) against the
 // fp32 row: the same 1 / sum, each value the fp32 exponential rounded to nearest even (those
 // below 2^-126 to 0, as the rounding instruction and gemm_bf16's rounding treat them), zeros up

@@ -4,8 +4,8 @@
 // both call it). For query row t (absolute position offset + t) and query
 // head h reading KV head h / groups:
 //     out[t, h] = sum_{j <= offset + t} softmax_j(scale * q[t, h] . k[j, h / groups]) v[j, h / groups]
-// The softmax is max-subtracted with fp32 accumulation (cpu/kernels/softmax_avx512.hpp
-// where vector_isa() allows, Eigen's expressions otherwise). Work is split over
+// The softmax is max-subtracted with fp32 accumulation (cpu/kernels/softmax_avx512.hpp or
+// softmax_avx2.hpp where vector_isa() allows, Eigen's expressions otherwise). Work is split over
 // (KV head, block of query rows); each block stacks the queries of the
 // `groups` heads that share a KV head into one GEMM against that head's keys,
 // so K and V are read once per block and the products run at GEMM speed.
@@ -38,6 +38,7 @@
 #include "cpx/cpu/kernels/gemm_bf16.hpp"
 #include "cpx/cpu/kernels/gemm_f32_packed.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/kernels/softmax_avx2.hpp"
 #include "cpx/cpu/kernels/softmax_avx512.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/runtime/strided.hpp"
@@ -159,11 +160,14 @@ void check_attention_shapes(const HeadRows<const float>& q, const HeadRows<const
                         " and ", v.rows);
 }
 
-/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0. `avx512`: with
-/// the AVX-512 kernel (cpu/kernels/softmax_avx512.hpp), where the caller's vector_isa() allows.
-inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unused]] bool avx512) {
+/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0. With the vector
+/// kernel of `isa` (cpu/kernels/softmax_avx512.hpp, softmax_avx2.hpp), the caller's vector_isa().
+inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unused]] VectorIsa isa) {
 #ifdef CPX_HAVE_SOFTMAX_AVX512
-    if (avx512) return avx512::masked_softmax_row(s, valid, n);
+    if (isa == VectorIsa::avx512) return avx512::masked_softmax_row(s, valid, n);
+#endif
+#ifdef CPX_HAVE_SOFTMAX_AVX2
+    if (isa == VectorIsa::avx2) return avx2::masked_softmax_row(s, valid, n);
 #endif
     Eigen::Map<Eigen::ArrayXf> live(s, valid);
     const float m = live.maxCoeff();
@@ -174,9 +178,12 @@ inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unuse
 
 /// masked_softmax_row without the final scaling: s[0, valid) becomes exp(s - max), s[valid, n)
 /// 0, and the return value is 1 / their sum, for the caller to scale its output row with.
-inline float masked_exp_row(float* s, index_t valid, index_t n, [[maybe_unused]] bool avx512) {
+inline float masked_exp_row(float* s, index_t valid, index_t n, [[maybe_unused]] VectorIsa isa) {
 #ifdef CPX_HAVE_SOFTMAX_AVX512
-    if (avx512) return avx512::masked_exp_row(s, valid, n);
+    if (isa == VectorIsa::avx512) return avx512::masked_exp_row(s, valid, n);
+#endif
+#ifdef CPX_HAVE_SOFTMAX_AVX2
+    if (isa == VectorIsa::avx2) return avx2::masked_exp_row(s, valid, n);
 #endif
     Eigen::Map<Eigen::ArrayXf> live(s, valid);
     const float m = live.maxCoeff();
@@ -282,7 +289,7 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
     const auto blocks_of = [&](const AttentionProblem<KV>& p) { return (p.q.rows + block - 1) / block; };
     for (const auto& p : problems) total_items += blocks_of(p) * kv_heads;
     const VectorIsa isa = vector_isa();
-    const bool avx512 = isa == VectorIsa::avx512;
+    [[maybe_unused]] const bool avx512 = isa == VectorIsa::avx512;
     const Bf16Level level = compute == Compute::bf16 ? best_bf16_level() : Bf16Level::none;
     [[maybe_unused]] const bool rounded_inputs = level == Bf16Level::avx512_bf16 || level == Bf16Level::amx;
 
@@ -331,13 +338,13 @@ void causal_attention_batch(std::span<const AttentionProblem<KV>> problems, floa
                     const index_t position = offset + t0 + r;
                     const float* probs = srow;
                     if (deferred) {
-                        const float f = inverse[g * nrows + r] = detail::masked_exp_row(srow, position + 1, n, avx512);
+                        const float f = inverse[g * nrows + r] = detail::masked_exp_row(srow, position + 1, n, isa);
                         if constexpr (observed) {
                             for (index_t j = 0; j <= position; ++j) kc[j] = srow[j] * f;
                             probs = kc;
                         }
                     } else {
-                        detail::masked_softmax_row(srow, position + 1, n, avx512);
+                        detail::masked_softmax_row(srow, position + 1, n, isa);
                     }
                     if constexpr (observed) observe(pi, kh * groups + g, position, probs, position + 1);
                 }
