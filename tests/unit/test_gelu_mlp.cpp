@@ -75,7 +75,7 @@ TEST_CASE("the CPU's vectorised GELU stays within the scalar definition's bound 
     std::vector<float> x(n), bias(n);
     for (int i = 0; i < n; ++i) x[i] = -12.0f + 24.0f * float(i) / float(n - 1);
     for (int i = 0; i < n; ++i) bias[i] = (i % 7 == 0) ? 0.25f : 0.0f;
-    // Every kernel family the machine runs: the Eigen blocks (portable, AVX2) and the AVX-512 registers.
+    // Every kernel family the machine runs: the Eigen blocks (portable) and the AVX2 and AVX-512 registers.
     for (cpu::VectorIsa isa : testing::vector_isas()) {
         const cpu::VectorIsaLimit limit(isa);
         CAPTURE(cpu::vector_isa_name(isa));

@@ -6,21 +6,25 @@
 //   |z| <  0.875:  erf(z) = z P(z^2)                              P of degree 6
 //   |z| >= 0.875:  erf(z) = sign(z) (1 - exp(-z^2) Q(s)),         Q of degree 10
 //                  s = (1/|z| - 0.6964...) / 0.4464..., |z| clamped to [0.875, 4]
-// P and Q are Chebyshev fits (in double) of erf(z)/z and erfc(z) exp(z^2)
-// (the latter smooth in 1/|z|); in fp32 the result is within 2.5 ulp of erf
+// P and Q (cpu/kernels/erf_fit.hpp) are Chebyshev fits (in double) of erf(z)/z and
+// erfc(z) exp(z^2) (the latter smooth in 1/|z|); in fp32 the result is within 2.5 ulp of erf
 // (erff: 1 ulp), far inside the GELU test's bound. GELU takes 1 + erf(z), which
 // for z <= -0.875 is exp(-z^2) Q(s) itself: forming 1 - (1 - exp(-z^2) Q) instead
 // (as 0.5 x (1 + erff(z)) does) left GELU(-5) with a 5% relative error. NaN
 // propagates; erf(+-inf) = +-1, so GELU(+inf) = +inf and GELU(-inf) = NaN, as the
 // scalar definition.
-// Where vector_isa() is AVX-512, cpu/kernels/gelu_avx512.hpp runs the same
-// arithmetic in registers instead.
+// Where vector_isa() is AVX-512 or AVX2, cpu/kernels/gelu_avx512.hpp or gelu_avx2.hpp
+// runs the same arithmetic in registers instead.
 
 #include "cpx/cpu/runtime/eigen.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/erf_fit.hpp"
+#include "cpx/cpu/kernels/gelu_avx2.hpp"
 #include "cpx/cpu/kernels/gelu_avx512.hpp"
 #include "cpx/cpu/runtime/vector_isa.hpp"
 
@@ -41,33 +45,20 @@ template <class A>
 A one_plus_erf_packets(const A& z) {
     const A a = z.abs();
     const A u = z.square();
-    A p = A::Constant(z.rows(), 1, 8.694670665e-05f);
-    p = p * u - 8.215563116e-04f;
-    p = p * u + 5.207134814e-03f;
-    p = p * u - 2.686174016e-02f;
-    p = p * u + 1.128373583e-01f;
-    p = p * u - 3.761263626e-01f;
-    p = p * u + 1.128379167e+00f;
-    // |z| clamped to [0.875, 4] with selects (GCC 12 warns falsely inside the AVX-512 max intrinsic).
-    const A lo = A::Constant(z.rows(), 1, 0.875f), hi = A::Constant(z.rows(), 1, 4.0f);
-    const A clamped = (a < 0.875f).select(lo, (a > 4.0f).select(hi, a));
-    const A s = (clamped.inverse() - 0.6964285714f) * 2.24f;
-    A q = A::Constant(z.rows(), 1, -5.595576436e-06f);
-    q = q * s + 8.047444643e-06f;
-    q = q * s + 1.624653354e-05f;
-    q = q * s - 8.245905452e-05f;
-    q = q * s + 2.476693228e-04f;
-    q = q * s - 5.484240513e-04f;
-    q = q * s + 3.787647009e-04f;
-    q = q * s + 4.299308761e-03f;
-    q = q * s - 3.237745059e-02f;
-    q = q * s + 1.599795873e-01f;
-    q = q * s + 3.323958864e-01f;
+    namespace fit = erf_fit;
+    A p = A::Constant(z.rows(), 1, fit::p[0]);
+    for (std::size_t i = 1; i < std::size(fit::p); ++i) p = p * u + fit::p[i];
+    // |z| clamped to [split, clamp] with selects (GCC 12 warns falsely inside the AVX-512 max intrinsic).
+    const A lo = A::Constant(z.rows(), 1, fit::split), hi = A::Constant(z.rows(), 1, fit::clamp);
+    const A clamped = (a < fit::split).select(lo, (a > fit::clamp).select(hi, a));
+    const A s = (clamped.inverse() - fit::s_centre) * fit::s_scale;
+    A q = A::Constant(z.rows(), 1, fit::q[0]);
+    for (std::size_t i = 1; i < std::size(fit::q); ++i) q = q * s + fit::q[i];
     // erfc(|z|); exactly 0 from |z| = 10 (erfc(10) ~ 2e-45), where exp's own range limit would
     // leave a tiny value (Eigen's exp clamps its argument) and GELU(-inf) would be -inf, not NaN.
     const A erfc_fit = (-u).exp() * q;
     const A complement = (a < 10.0f).select(erfc_fit, A::Constant(z.rows(), 1, 0.0f));
-    return (a < 0.875f).select(1.0f + z * p, (z < 0.0f).select(complement, 2.0f - complement));
+    return (a < fit::split).select(1.0f + z * p, (z < 0.0f).select(complement, 2.0f - complement));
 }
 
 
@@ -85,6 +76,12 @@ inline void gelu_erf_inplace(float* v, const float* bias, index_t n) {
 #ifdef CPX_HAVE_GELU_AVX512
     if (vector_isa() == VectorIsa::avx512) {
         avx512::gelu_erf_inplace(v, bias, n);
+        return;
+    }
+#endif
+#ifdef CPX_HAVE_GELU_AVX2
+    if (vector_isa() == VectorIsa::avx2) {
+        avx2::gelu_erf_inplace(v, bias, n);
         return;
     }
 #endif

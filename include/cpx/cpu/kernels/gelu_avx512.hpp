@@ -1,9 +1,9 @@
 #pragma once
 // The exact GELU (cpu/kernels/gelu.hpp) on AVX-512, sixteen values per step with
 // every temporary in registers. 1 + erf is the portable path's: the same two
-// polynomials and the same selection, with exp(-z^2) from the softmax kernel's
-// exp_nonpositive (cpu/kernels/softmax_avx512.hpp: range reduction, a degree-7
-// polynomial, vscalefps). The portable path builds the same arithmetic from Eigen
+// polynomials (cpu/kernels/erf_fit.hpp) and the same selection, with exp(-z^2)
+// from the softmax kernel's exp_nonpositive (cpu/kernels/softmax_avx512.hpp: range
+// reduction, a degree-7 polynomial, vscalefps). The portable path builds the same arithmetic from Eigen
 // array expressions over 64-value blocks, which GCC stores and reloads between
 // statements: ~9% of a PRISM-mini prefill went to it.
 //
@@ -16,7 +16,11 @@
 
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
+#include <cstddef>
+#include <iterator>
+
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/kernels/erf_fit.hpp"
 #include "cpx/cpu/kernels/softmax_avx512.hpp"  // exp_nonpositive
 #include "cpx/cpu/runtime/vector_isa.hpp"  // CPX_TARGET_AVX512
 
@@ -27,32 +31,21 @@ namespace detail {
 CPX_TARGET_AVX512 inline __m512 one_plus_erf(__m512 z) {
     const __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), z);
     const __m512 u = _mm512_mul_ps(z, z);
-    __m512 p = _mm512_set1_ps(8.694670665e-05f);
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-8.215563116e-04f));
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(5.207134814e-03f));
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-2.686174016e-02f));
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.128373583e-01f));
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-3.761263626e-01f));
-    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.128379167e+00f));
-    const __m512 clamped = _mm512_min_ps(_mm512_max_ps(a, _mm512_set1_ps(0.875f)), _mm512_set1_ps(4.0f));
+    namespace fit = erf_fit;
+    __m512 p = _mm512_set1_ps(fit::p[0]);
+#pragma GCC unroll 16
+    for (std::size_t i = 1; i < std::size(fit::p); ++i) p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(fit::p[i]));
+    const __m512 clamped = _mm512_min_ps(_mm512_max_ps(a, _mm512_set1_ps(fit::split)), _mm512_set1_ps(fit::clamp));
     const __m512 s = _mm512_mul_ps(_mm512_sub_ps(_mm512_div_ps(_mm512_set1_ps(1.0f), clamped),
-                                                 _mm512_set1_ps(0.6964285714f)),
-                                   _mm512_set1_ps(2.24f));
-    __m512 q = _mm512_set1_ps(-5.595576436e-06f);
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(8.047444643e-06f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.624653354e-05f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-8.245905452e-05f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(2.476693228e-04f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-5.484240513e-04f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.787647009e-04f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(4.299308761e-03f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-3.237745059e-02f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.599795873e-01f));
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(3.323958864e-01f));
+                                                 _mm512_set1_ps(fit::s_centre)),
+                                   _mm512_set1_ps(fit::s_scale));
+    __m512 q = _mm512_set1_ps(fit::q[0]);
+#pragma GCC unroll 16
+    for (std::size_t i = 1; i < std::size(fit::q); ++i) q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(fit::q[i]));
     // erfc(|z|), exactly 0 from |z| = 10 as on the portable path.
     const __m512 complement = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(10.0f), _CMP_LT_OQ),
                                                   exp_nonpositive(_mm512_sub_ps(_mm512_setzero_ps(), u)), q);
-    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.875f), _CMP_LT_OQ);
+    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(fit::split), _CMP_LT_OQ);
     const __mmask16 negative = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
     const __m512 large = _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(2.0f), complement), complement);
     return _mm512_mask_blend_ps(small, large, _mm512_fmadd_ps(z, p, _mm512_set1_ps(1.0f)));
