@@ -175,11 +175,12 @@ TEST_CASE_TEMPLATE("few-row products write or add to strided sub-blocks and leav
                    bf16) {
     // x is columns [4, 4+in) of rows of 50; y is columns [10, 10+out) of rows of
     // 60; w is columns [3, 3+in) of rows of in + 9 (a column range of a wider
-    // matrix). One and two rows, six, nine, eleven and fifteen: the one-row kernels, the few-row ones and
-    // the lane kernels (one and two vectors of sequences); overwritten outputs start as NaN.
+    // matrix). One and two rows, three to six, nine, eleven and fifteen: the one-row kernels, the
+    // few-row ones (AVX2 fp32 at 3 and 4 rows: two passes of two weight rows, the last block one
+    // row long) and the lane kernels (one and two vectors of sequences); overwritten outputs start as NaN.
     const int in = 40, out = 33, wld = in + 9;
     for (cpu::VectorIsa isa : testing::vector_isas())
-        for (int rows : {1, 2, 6, 9, 11, 15})
+        for (int rows : {1, 2, 3, 4, 5, 6, 9, 11, 15})
             for (cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
                 const cpu::VectorIsaLimit limit(isa);
                 CAPTURE(cpu::vector_isa_name(isa));

@@ -13,11 +13,12 @@
 //
 // - One or two rows: the weight rows read as four streams (gemv_streams_nt), one row of
 //   each at a time, each chunk loaded and widened once for the input rows.
-// - 3 to 16 rows: blocks of four weight rows, each chunk loaded (and widened) once
-//   for a pair of input rows: eight accumulators, the pair's four input vectors held in
-//   registers (GCC 12 had folded their loads into every FMA: two loads per FMA pair,
-//   more than the core issues; 4 and 8 rows on bf16 weights in L3 took 1.3-1.45x as
-//   long); the next block's lines fetched meanwhile.
+// - 3 to 16 rows: blocks of four weight rows, the next block's lines fetched meanwhile.
+//   bf16 weights: each chunk loaded (and widened) once for a pair of input rows: eight
+//   accumulators, the pair's four input vectors held in registers (GCC 12 had folded
+//   their loads into every FMA: two loads per FMA pair, more than the core issues; 4 and
+//   8 rows on bf16 weights in L3 took 1.3-1.45x as long). fp32 weights (3 or 4 rows; the
+//   lanes take 5 on): all the rows against two weight rows at a time, twice per block.
 // - From lanes_min_rows rows (5 with fp32 weights, 14 with bf16; batched decode) the
 //   sequences sit in the vector lanes, as in the AVX-512 kernels: x transposed once per
 //   call into 8 or 16 lanes per input feature, each weight broadcast once for one or two
@@ -82,37 +83,41 @@ CPX_TARGET_AVX2 inline float sum_lanes(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/// The S weight rows `r` against R (1 or 2) input rows `x`: one accumulator per weight row and
+/// The S weight rows `r` against R (1 to 4) input rows `x`: one accumulator per weight row and
 /// input row, each chunk's two halves in turn (bf16: its even inputs, then its odd ones); the
 /// sums of the first `stored` weight rows go to columns `o` of the rows `y`. The one sum of every
 /// few-row nn.Linear kernel below the lane kernels, so a row's result does not depend on how many
-/// rows share the product. `next`: lines to fetch meanwhile, a step per chunk.
-template <class W, int R, int S>
+/// rows share the product. The first H input rows' chunks are held in registers; the others are
+/// read by the FMAs themselves (four rows against two weight rows hold one: of H = 0 to 4, H = 1
+/// was the fastest on Zen 4 at the AVX2 level and H = 2 the slowest, 1.25-1.3x its time on the
+/// [768 -> 768] and [768 -> 32000] products). `next`: lines to fetch meanwhile, a step per chunk.
+template <class W, int R, int S, int H = R>
 CPX_TARGET_AVX2 CPX_FORCE_INLINE void rows_against_few(const float* const (&x)[R], const W* const (&r)[S],
                                                        index_t body, index_t in, float* const (&y)[R],
                                                        const index_t (&o)[S], int stored, bool accumulate,
                                                        LineStream<true>& next) {
+    static_assert(R >= 1 && R <= 4 && H >= 0 && H <= R, "1 to 4 input rows, at most R of them held");
     __m256 a[S][R];
 #pragma GCC unroll 4
     for (int j = 0; j < S; ++j)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int g = 0; g < R; ++g) a[j][g] = _mm256_setzero_ps();
     for (index_t i = 0; i < body; i += chunk) {
         next.step();
         __m256 xe[R], xo[R];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int g = 0; g < R; ++g) {
             xe[g] = _mm256_loadu_ps(x[g] + i);
             xo[g] = _mm256_loadu_ps(x[g] + i + 8);
             // In registers for the S weight rows: GCC 12 otherwise folds the loads into each FMA,
             // two loads per FMA pair, more than the core issues.
-            asm("" : "+x"(xe[g]), "+x"(xo[g]));
+            if (g < H) asm("" : "+x"(xe[g]), "+x"(xo[g]));
         }
 #pragma GCC unroll 4
         for (int j = 0; j < S; ++j) {
             __m256 lo, hi;
             load16_widened(r[j] + i, lo, hi);  // bf16: by parity, as split_row_by_parity
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int g = 0; g < R; ++g) a[j][g] = _mm256_fmadd_ps(hi, xo[g], _mm256_fmadd_ps(lo, xe[g], a[j][g]));
         }
     }
@@ -169,10 +174,17 @@ CPX_TARGET_AVX2 void gemv_streams_nt(const StridedMatrix<const float>& xs, const
 
 /// y[m, o] (=|+=) sum_i x[m, i] w[o, i] for the rows of xs (bf16 weights: each row split by
 /// split_row_by_parity; fp32: as is) and o in [o0, o1): blocks of four weight rows against
-/// pairs of input rows (a short last block repeats its last row and stores only its own sums).
-/// The first pair reads a block from memory and the others from L1, which the hardware
-/// prefetchers do not run ahead of: so the pairs fetch the next block's lines while they compute
-/// (pair p of `pairs` its share), and its stream overlaps this block's arithmetic. The last block
+/// pairs of input rows (a short last block repeats its last row and stores only its own sums);
+/// fp32 weights take three or four input rows at once, against the block's first two weight
+/// rows and then its last two (6 or 8 sums), so a group reads each weight once rather than once
+/// per pair of rows. Zen 4 at the AVX2 level, fp32 weights from memory, against the pairs (the
+/// same bits), alternated: 3 rows one thread [768 -> 768] 219-265 -> 166-169 us, [768 -> 32000]
+/// 8.9-11.1 -> 5.8-7.0 ms, two threads 112-122 -> 87-96 us and 4.6-4.8 -> 3.6-4.4 ms; 4 rows one
+/// thread 217-265 -> 170-197 us and 7.9-9.0 -> 6.5-7.7 ms, two threads 115-125 -> 102-109 us and
+/// 4.6-5.3 -> 4.6-4.7 ms; [2048 -> 768] and [1061 -> 1027] level.
+/// The first pass reads a block from memory and the others from L1, which the hardware
+/// prefetchers do not run ahead of: so the passes fetch the next block's lines while they compute
+/// (pass p of `passes` its share), and its stream overlaps this block's arithmetic. The last block
 /// of [o0, o1) fetches the first of the rows after o1 (the caller's next panel, usually this
 /// thread's next call): linear() cuts few-row products into panels of at most 65,536 / inputs
 /// rows (80 at 768 inputs, 32 at 1,536), and each began with a block no one had fetched. Zen 3,
@@ -182,9 +194,16 @@ template <class W>
 CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const StridedMatrix<const W>& w,
                                   const StridedMatrix<float>& y, index_t o0, index_t o1, bool accumulate) {
     static_assert(std::is_same_v<W, float> || std::is_same_v<W, bf16>, "fp32 or bf16 weights");
-    const index_t in = w.cols, body = in / chunk * chunk;
-    const index_t pairs = (xs.rows + 1) / 2, steps = body / chunk;
+    const index_t in = w.cols, body = in / chunk * chunk, steps = body / chunk;
     const index_t row_bytes = in * static_cast<index_t>(sizeof(W));
+    // fp32 weights: groups of up to four input rows, three or four of them reading each block in
+    // two passes of two weight rows; bf16 weights: pairs against all four (each chunk widened
+    // once per pair; in 4 x 2 passes their sums spilled, 1.1-1.3x the time on Zen 3).
+    constexpr index_t group_max = std::is_same_v<W, float> ? 4 : 2;
+    const auto group_at = [&](index_t m0) { return std::min(group_max, xs.rows - m0); };
+    const auto passes_of = [](index_t g) -> index_t { return g >= 3 ? 2 : 1; };
+    index_t passes = 0;  // over each block: the next block's fetch is shared among them
+    for (index_t m0 = 0; m0 < xs.rows; m0 += group_at(m0)) passes += passes_of(group_at(m0));
     // The next block is one range of memory where the rows are packed (a strided view's gaps are
     // not fetched: it is left to the hardware).
     const bool contiguous = w.ld == in;
@@ -196,16 +215,50 @@ CPX_TARGET_AVX2 void gemv_rows_nt(const StridedMatrix<const float>& xs, const St
         const W* const r[4] = {w.data + o * w.ld, w.data + (o + std::min(1, here - 1)) * w.ld,
                                w.data + (o + std::min(2, here - 1)) * w.ld,
                                w.data + (o + std::min(3, here - 1)) * w.ld};
-        for (index_t m0 = 0; m0 < xs.rows; m0 += 2) {
+        index_t pass = 0;
+        const auto fetch_share = [&] {  // pass `pass`'s share of the next block, then the next pass
             LineStream<true> next;
-            if (contiguous && next_rows > 0 && steps > 0) {  // pair m0 / 2's share of the next block
-                const index_t lines = next_rows * row_bytes / 64, p = m0 / 2;
+            if (contiguous && next_rows > 0 && steps > 0) {
+                const index_t lines = next_rows * row_bytes / 64;
                 const char* block = reinterpret_cast<const char*>(w.data + (o + 4) * w.ld);
-                next.next = block + 64 * (p * lines / pairs);
-                next.end = block + 64 * ((p + 1) * lines / pairs);
+                next.next = block + 64 * (pass * lines / passes);
+                next.end = block + 64 * ((pass + 1) * lines / passes);
                 next.per_step = static_cast<int>(((next.end - next.next) / 64 + steps - 1) / steps);
             }
-            if (m0 + 1 < xs.rows) {
+            ++pass;
+            return next;
+        };
+        for (index_t m0 = 0, g = 0; m0 < xs.rows; m0 += g) {
+            g = group_at(m0);
+            if constexpr (std::is_same_v<W, float>) {
+                if (g >= 3) {  // weight rows 0-1, then 2-3 (a short block skips a pass with nothing to store)
+                    const W* const r01[2] = {r[0], r[1]};
+                    const W* const r23[2] = {r[2], r[3]};
+                    const index_t at01[2] = {at[0], at[1]}, at23[2] = {at[2], at[3]};
+                    const int stored01 = std::min(here, 2), stored23 = here - 2;
+                    if (g == 4) {
+                        const float* const x[4] = {xs.row(m0), xs.row(m0 + 1), xs.row(m0 + 2), xs.row(m0 + 3)};
+                        float* const yr[4] = {y.row(m0), y.row(m0 + 1), y.row(m0 + 2), y.row(m0 + 3)};
+                        LineStream<true> next = fetch_share();
+                        detail::rows_against_few<W, 4, 2, 1>(x, r01, body, in, yr, at01, stored01, accumulate, next);
+                        next = fetch_share();
+                        if (stored23 > 0)
+                            detail::rows_against_few<W, 4, 2, 1>(x, r23, body, in, yr, at23, stored23, accumulate,
+                                                                 next);
+                    } else {
+                        const float* const x[3] = {xs.row(m0), xs.row(m0 + 1), xs.row(m0 + 2)};
+                        float* const yr[3] = {y.row(m0), y.row(m0 + 1), y.row(m0 + 2)};
+                        LineStream<true> next = fetch_share();
+                        detail::rows_against_few<W, 3, 2>(x, r01, body, in, yr, at01, stored01, accumulate, next);
+                        next = fetch_share();
+                        if (stored23 > 0)
+                            detail::rows_against_few<W, 3, 2>(x, r23, body, in, yr, at23, stored23, accumulate, next);
+                    }
+                    continue;
+                }
+            }
+            LineStream<true> next = fetch_share();
+            if (g == 2) {
                 const float* const x[2] = {xs.row(m0), xs.row(m0 + 1)};
                 float* const yr[2] = {y.row(m0), y.row(m0 + 1)};
                 detail::rows_against_few<W, 2, 4>(x, r, body, in, yr, at, here, accumulate, next);
