@@ -160,24 +160,9 @@ void check_attention_shapes(const HeadRows<const float>& q, const HeadRows<const
                         " and ", v.rows);
 }
 
-/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0. With the vector
-/// kernel of `isa` (cpu/kernels/softmax_avx512.hpp, softmax_avx2.hpp), the caller's vector_isa().
-inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unused]] VectorIsa isa) {
-#ifdef CPX_HAVE_SOFTMAX_AVX512
-    if (isa == VectorIsa::avx512) return avx512::masked_softmax_row(s, valid, n);
-#endif
-#ifdef CPX_HAVE_SOFTMAX_AVX2
-    if (isa == VectorIsa::avx2) return avx2::masked_softmax_row(s, valid, n);
-#endif
-    Eigen::Map<Eigen::ArrayXf> live(s, valid);
-    const float m = live.maxCoeff();
-    live = (live - m).exp();
-    live *= 1.0f / live.sum();
-    std::fill(s + valid, s + n, 0.0f);
-}
-
-/// masked_softmax_row without the final scaling: s[0, valid) becomes exp(s - max), s[valid, n)
-/// 0, and the return value is 1 / their sum, for the caller to scale its output row with.
+/// s[0, valid) becomes exp(s - max), s[valid, n) 0, and the return value is 1 / their sum, for
+/// the caller to scale its output row with. With the vector kernel of `isa`
+/// (cpu/kernels/softmax_avx512.hpp, softmax_avx2.hpp), the caller's vector_isa().
 inline float masked_exp_row(float* s, index_t valid, index_t n, [[maybe_unused]] VectorIsa isa) {
 #ifdef CPX_HAVE_SOFTMAX_AVX512
     if (isa == VectorIsa::avx512) return avx512::masked_exp_row(s, valid, n);
@@ -190,6 +175,19 @@ inline float masked_exp_row(float* s, index_t valid, index_t n, [[maybe_unused]]
     live = (live - m).exp();
     std::fill(s + valid, s + n, 0.0f);
     return 1.0f / live.sum();
+}
+
+/// Max-subtracted softmax of s[0, valid) in place; s[valid, n) set to 0: masked_exp_row, then
+/// the scaling (the vector kernels' own, which scale as they go).
+inline void masked_softmax_row(float* s, index_t valid, index_t n, [[maybe_unused]] VectorIsa isa) {
+#ifdef CPX_HAVE_SOFTMAX_AVX512
+    if (isa == VectorIsa::avx512) return avx512::masked_softmax_row(s, valid, n);
+#endif
+#ifdef CPX_HAVE_SOFTMAX_AVX2
+    if (isa == VectorIsa::avx2) return avx2::masked_softmax_row(s, valid, n);
+#endif
+    const float inverse = masked_exp_row(s, valid, n, isa);
+    Eigen::Map<Eigen::ArrayXf>(s, valid) *= inverse;
 }
 
 /// Rows of a block up to which the softmax's 1 / sum is applied to the output rows (dv values
