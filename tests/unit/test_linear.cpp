@@ -408,6 +408,41 @@ TEST_CASE("a packed copy is what every call reads, one row to many, both layouts
     }
 }
 
+TEST_CASE_TEMPLATE("a packed weight with no inputs gives a zero product, or leaves an accumulated output alone", W,
+                   float, bf16) {
+    // The packed kernels' own K = 0 exits (gemm_f32_packed, gemm_bf16 on each bf16 level), from
+    // one row to many, for both orientations of the pack.
+    std::vector<cpu::Compute> computes;
+    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
+    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    const int out = 70;
+    const std::vector<float> x(1, 0.0f);  // rows of zero features: any pointer will do
+    const std::vector<W> w(1);
+    for (const cpu::Compute compute : computes)
+        for (bool input_major : {false, true}) {
+            const std::string_view arithmetic = cpu::compute_name(compute);
+            CAPTURE(arithmetic);
+            CAPTURE(input_major);
+            const StridedMatrix<const W> stored =
+                input_major ? StridedMatrix<const W>{w.data(), 0, out, out} : StridedMatrix<const W>{w.data(), out, 0, 0};
+            const auto packed = cpu::PackedWeight::pack(
+                stored, input_major ? cpu::WeightOrientation::in_out : cpu::WeightOrientation::out_in, compute);
+            for (int rows : {1, 3, 16, 40})
+                for (cpu::Write mode : {cpu::Write::overwrite, cpu::Write::accumulate}) {
+                    CAPTURE(rows);
+                    const auto y0 = testing::random_normal(rows * out, 5);
+                    auto y = y0;
+                    cpu::LinearScratch scratch;
+                    const StridedMatrix<const float> xr{x.data(), rows, 0, 0};
+                    if (input_major) cpu::matmul<W>(xr, stored, cpu::rows_of(y.data(), rows, out), mode, scratch, &packed);
+                    else cpu::linear<W>(xr, stored, cpu::rows_of(y.data(), rows, out), mode, scratch, &packed);
+                    for (std::size_t i = 0; i < y.size(); ++i)
+                        REQUIRE(y[i] == (mode == cpu::Write::accumulate ? y0[i] : 0.0f));
+                }
+        }
+}
+
 TEST_CASE("fp32_packed on a bf16 weight: bf16 panels, the fp32 product of the stored values, equal to the unpacked path") {
     // The pack of a bf16 weight keeps its values in bf16 panels (half of fp32 panels) and the
     // kernel widens them exactly: the same fp32 sums of the same products as the stored-weight
