@@ -17,13 +17,7 @@
 namespace {
 
 using namespace cpx;
-using cpx::bench::add;
-using cpx::bench::add_manual_time;
-using cpx::bench::Gemm;
-using cpx::bench::Work;
-using cpx::bench::dtype_name;
-using cpx::bench::shape_suffix;
-using cpx::bench::warm_once;
+using namespace cpx::bench;  // the suites' helpers: add, add_manual_time, Gemm, Work, shape_suffix, warm_once...
 using C = presets::PrismMini;
 
 /// One model per storage type and arithmetic, built on first use (PRISM-mini is ~200 MB in fp32).
