@@ -320,6 +320,37 @@ TEST_CASE("bf16 product on inputs rounded by the caller: the same bits as gemm_b
     }
 }
 
+TEST_CASE("bf16 product with no inputs (K = 0): zeros written, or an accumulated output left alone") {
+    // The K = 0 exits of gemm_bf16 (every level) and of gemm_bf16_rounded (the levels with bf16
+    // inputs), which the kernels never see.
+    const int n = 70;
+    const std::vector<float> w(1, 0.0f);  // a [n, 0] weight: any pointer will do
+    const auto packed = cpu::PackedBf16::pack(StridedMatrix<const float>{w.data(), n, 0, 0}, cpu::WeightOrientation::out_in);
+    REQUIRE(packed.groups() == 0);
+    const std::vector<float> x(1, 0.0f);
+    const std::vector<std::uint16_t> a(2, 0);
+    for (const Kernel kernel : all_kernels) {
+        if (!runnable(kernel)) continue;
+        CAPTURE(kernel_name(kernel));
+        for (int m : {1, 5, 40})
+            for (bool accumulate : {false, true}) {
+                CAPTURE(m);
+                CAPTURE(accumulate);
+                const auto initial = testing::random_normal(static_cast<std::size_t>(m) * n, 9);
+                auto y = initial;
+                cpu::Bf16Scratch scratch;
+                product(kernel, StridedMatrix<const float>{x.data(), m, 0, 0}, packed, cpu::rows_of(y.data(), m, n),
+                        accumulate, scratch);
+                for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == (accumulate ? initial[i] : 0.0f));
+                if (kernel == Kernel::widened || kernel == Kernel::amx_model) continue;
+                y = initial;
+                cpu::gemm_bf16_rounded(a.data(), 0, m, packed, cpu::rows_of(y.data(), m, n), accumulate,
+                                       kernel == Kernel::amx ? cpu::Bf16Level::amx : cpu::Bf16Level::avx512_bf16);
+                for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == (accumulate ? initial[i] : 0.0f));
+            }
+    }
+}
+
 TEST_CASE("bf16 product on rounded inputs: levels without bf16 inputs, short rows and shape mismatches are errors") {
     const auto w = testing::random_normal(8 * 5, 1);
     const auto packed = cpu::PackedBf16::pack(cpu::rows_of<const float>(w.data(), 8, 5), cpu::WeightOrientation::out_in);
