@@ -121,6 +121,39 @@ TEST_CASE("damaged files are rejected: magic, truncation, trailing bytes, header
     CHECK_THROWS_WITH_AS(parse_npy(bad, "x.npy"), "x.npy: unsupported .npy format version 9.0", cpx::FormatError);
 }
 
+namespace {
+/// A version 1.0 .npy file with the given header dictionary (padded as numpy pads it) and
+/// `data_bytes` zero bytes of data.
+std::vector<unsigned char> npy_with_header(std::string header, std::size_t data_bytes) {
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::vector<unsigned char> f = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size() & 0xff),
+                                    static_cast<unsigned char>(header.size() >> 8)};
+    f.insert(f.end(), header.begin(), header.end());
+    f.resize(f.size() + data_bytes, 0);
+    return f;
+}
+}  // namespace
+
+TEST_CASE("headers missing a key, with a bad value or an impossible shape are rejected with their reason") {
+    // The well-formed header first, so that each failure below is its one change.
+    const auto good = parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24), "g.npy");
+    CHECK(good.shape == std::vector<std::int64_t>{2, 3});
+    const auto rejected = [](const std::string& header, const std::string& reason) {
+        CAPTURE(header);
+        CHECK_THROWS_WITH_AS(parse_npy(npy_with_header(header, 24), "x.npy"), doctest::Contains(reason.c_str()), cpx::FormatError);
+    };
+    rejected("{'descr': '<f4', 'fortran_order': False, }", "lacks one of 'descr', 'fortran_order', 'shape'");
+    rejected("{'fortran_order': False, 'shape': (2, 3), }", "lacks one of 'descr', 'fortran_order', 'shape'");
+    rejected("{'descr': '<f4', 'fortran_order': maybe, 'shape': (2, 3), }", "expected True or False");
+    rejected("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", "expected a non-negative dimension");
+    rejected("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 3), }", "dimension too large");
+    rejected("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4611686018427387904), }",
+             "shape too large");
+    rejected("{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3), }", "expected");
+    rejected("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), ", "bad .npy header");
+}
+
 TEST_CASE("a missing file is an error naming it") {
     CHECK_THROWS_WITH_AS(read_npy(dir + "no_such_file.npy"), doctest::Contains("no_such_file.npy: cannot open"),
                          cpx::Error);
