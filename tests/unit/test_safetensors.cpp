@@ -295,6 +295,23 @@ TEST_CASE("every malformed file is rejected with a message naming the file and t
     }
 }
 
+TEST_CASE("a header longer than the reader's limit is refused before it is parsed") {
+    // A sparse file (its length field, then a hole): the declared header fits the file but is
+    // over max_header_bytes, which bounds what a hostile file can make the JSON parser hold.
+    TempDir dir;
+    const std::uint64_t header_len = SafetensorsFile::max_header_bytes + 1;
+    const auto path = dir.write("huge_header.safetensors", le_u64(header_len));
+    std::filesystem::resize_file(path, 8 + header_len);
+    std::string message;
+    try {
+        SafetensorsFile::open(path);
+    } catch (const FormatError& e) {
+        message = e.what();
+    }
+    CHECK(message == "safetensors file '" + path.string() + "': header length " + std::to_string(header_len) +
+                         " exceeds the limit of " + std::to_string(SafetensorsFile::max_header_bytes) + " bytes");
+}
+
 TEST_CASE("a valid file cut short anywhere is rejected, never read out of bounds") {
     TempDir dir;
     const std::string header = R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
