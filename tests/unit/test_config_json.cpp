@@ -339,6 +339,10 @@ TEST_CASE("linear RoPE scaling is written as rope_type linear with a rope_scalin
     no_factor.rope_type = "linear";
     CHECK(cpx::io::config_mismatches<TinyLinearRope>(no_factor) ==
           Lines{"rope_type: \"linear\" needs rope_scaling.factor, which is absent"});
+    auto dynamic = c;  // another interpolation than the linear one the library runs
+    dynamic.rope_scaling_type = "dynamic";
+    CHECK(cpx::io::config_mismatches<TinyLinearRope>(dynamic) ==
+          Lines{"rope_scaling: \"dynamic\" is not supported (only linear position interpolation)"});
     CHECK(cpx::io::config_mismatches<presets::ComplexityDeep187M>(run2_with({{"rope_theta", 500000.0}})) ==
           Lines{"rope_theta: checkpoint 500000.0, compiled 10000.0"});
     CHECK_THROWS_WITH_AS(run2_with({{"rope_scaling", Json(Json::Object{{"factor", 2.0}})}}),
@@ -362,6 +366,9 @@ TEST_CASE("PRISM attention in a COMPLEXITY-DEEP stack is written as attention_ty
     gqa.attention_type = "gqa";
     CHECK(cpx::io::config_mismatches<TinyPrismAttention>(gqa) ==
           Lines{"attention_type: checkpoint \"gqa\", compiled \"prism\""});
+    // And the other way: a PRISM checkpoint's config against a model compiled with GQA.
+    CHECK(cpx::io::config_mismatches<presets::ComplexityDeep187M>(run2_with({{"attention_type", "prism"}})) ==
+          Lines{"attention_type: checkpoint \"prism\", compiled \"gqa\""});
 }
 
 // ------------------------------------------------------------------ COMPLEXITY-DEEP: writing
