@@ -299,6 +299,17 @@ TEST_CASE("a checkpoint with missing tensors and wrong shapes is reported in one
     CHECK(msg.find("tensor 'norm.weight': expected shape [64], found [63]") != std::string::npos);
     CHECK(msg.find("unexpected tensor 'layers.0.mystery'") != std::string::npos);
     CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(broken.path()), ShapeError);
+
+    // A layer without its routed experts in any of the layouts read is named with the layouts.
+    TempDir no_experts;
+    rewrite(dir.path(), no_experts.path(), [](Tensor& t, std::vector<Tensor>&) {
+        if (t.name.rfind("layers.1.mlp.", 0) == 0 && t.name.find("_proj_w") != std::string::npos) t.name.clear();
+    });
+    const auto missing = message_of([&] { load_complexity_checkpoint<Routed>(no_experts.path()); });
+    CAPTURE(missing);
+    CHECK(missing.find("layer 1: missing routed experts (expected layers.1.mlp.gate_proj_w/up_proj_w/down_proj_w") !=
+          std::string::npos);
+    CHECK_THROWS_AS(load_complexity_checkpoint<Routed>(no_experts.path()), ShapeError);
 }
 
 TEST_CASE("a weight stored as an integer dtype is rejected by name") {
