@@ -80,6 +80,12 @@ TEST_CASE("cyclic routes: route r is (primary + r) mod E, distinct per token, ea
     bad[9] = 4;
     CHECK(cpx::testing::message_of([&] { (void)TopKRouting(bad, 3, 4); }) ==
           "token routing: route 1 of token 2 is expert 4, outside [0, 4)");
+    CHECK(cpx::testing::message_of([&] { (void)router::cyclic_routes(primary, 5, 4); }) ==
+          "cyclic routes: top_k 5 needs 1 <= top_k <= experts (4)");
+    CHECK(cpx::testing::message_of([&] { (void)router::cyclic_routes(primary, 0, 4); }) ==
+          "cyclic routes: top_k 0 needs 1 <= top_k <= experts (4)");
+    CHECK(cpx::testing::message_of([&] { (void)router::cyclic_routes(std::vector<std::int32_t>{0, 4, 1}, 2, 4); }) ==
+          "cyclic routes: token 1 has primary expert 4, outside [0, 4)");
     CHECK_THROWS_AS((void)router::cyclic_routes(primary, 5, 4), InputError);
     std::vector<std::int32_t> repeated = {1, 2, 1, 3};  // [2, 2]: token 0 routed to expert 1 twice
     CHECK(router::tokens_with_repeated_routes(repeated, 2) == 1);
@@ -261,6 +267,17 @@ TEST_CASE("bad top-k checkpoints are clear errors naming the tensor or key") {
     });
     msg = cpx::testing::message_of([&] { (void)load_complexity_checkpoint<Gated>(missing_gate.path()); });
     CHECK(msg.find("layers.2.mlp.routed_output_gate") != std::string::npos);
+
+    // One layer's routing alone (load_layer_routing) has no rule to fall back on: without either
+    // table it is an error naming both (the whole-model load routes such layers by the modulo rule).
+    TempDir no_tables;
+    rewrite(dir.path(), no_tables.path(), [](Tensor& t, std::vector<Tensor>&) {
+        if (ends_with(t.name, "token_to_expert")) t.name.clear();
+    });
+    msg = cpx::testing::message_of([&] { (void)load_layer_routing<C>(no_tables.path(), 1); });
+    CHECK(msg.find("routing table of layer 1") != std::string::npos);
+    CHECK(msg.find("missing tensor 'layers.1.mlp.token_to_expert' (or 'layers.1.mlp.topk_token_to_expert')") !=
+          std::string::npos);
 }
 
 TEST_CASE("config.json: the later models' keys are read, written and checked against the compiled preset") {
