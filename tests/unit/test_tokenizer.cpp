@@ -201,6 +201,24 @@ TEST_CASE("bad tokenizer.json files are clear errors naming the field") {
               .find("truncation: is set") != std::string::npos);
     CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "added_tokens").as_array()[0].set("lstrip", cpx::io::Json(true)); }))
               .find("added_tokens[0].lstrip: is true") != std::string::npos);
+    CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "model").set("dropout", cpx::io::Json(0.1)); }))
+              .find("model.dropout: is set; BPE dropout is not supported") != std::string::npos);
+    CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "model").set("continuing_subword_prefix", cpx::io::Json("##")); }))
+              .find("model.continuing_subword_prefix: is set") != std::string::npos);
+    CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "model").set("unk_token", cpx::io::Json("<nope>")); }))
+              .find("model.unk_token: \"<nope>\" is not in the vocabulary") != std::string::npos);
+    CHECK(error(edited("gpt2_style", [](auto& r) { at(at(r, "model"), "merges").push_back(cpx::io::Json(7)); }))
+              .find("is neither \"a b\" nor [\"a\", \"b\"]") != std::string::npos);
+    CHECK(error(edited("gpt2_style", [](auto& r) { at(r, "added_tokens").as_array()[0].set("content", cpx::io::Json("\xc4\xa0t")); }))
+              .find("but the vocabulary gives it") != std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) {
+              at(at(at(r, "pre_tokenizer"), "pretokenizers").as_array()[0], "pattern") = cpx::io::parse_json("{\"Glob\":\"*\"}");
+          })).find("pattern: is neither {\"Regex\": ...} nor {\"String\": ...}") != std::string::npos);
+    // A literal split pattern ({"String": ...}) is accepted and splits on the literal.
+    const auto literal = edited("llama3_style", [](auto& r) {
+        at(at(at(r, "pre_tokenizer"), "pretokenizers").as_array()[0], "pattern") = cpx::io::parse_json("{\"String\":\".\"}");
+    });
+    CHECK_NOTHROW((void)Tokenizer::from_json(literal, "t.json").encode("a.b"));
     CHECK(message_of([] { (void)Tokenizer::from_file("/nonexistent/tokenizer.json"); }).find("cannot open '/nonexistent/tokenizer.json'") !=
           std::string::npos);
 }
