@@ -71,6 +71,16 @@ void check_layouts(int rows, int in, int out) {
         check_layouts_now<W>(rows, in, out);
     }
 }
+
+/// The packed arithmetics this machine runs (fp32_packed, bf16), saying which it lacks.
+std::vector<cpu::Compute> packed_computes() {
+    std::vector<cpu::Compute> computes;
+    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
+    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
+    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    return computes;
+}
+
 }  // namespace
 
 TEST_CASE("linear and matmul match the reference with fp32 weights for GEMV and GEMM row counts") {
@@ -412,10 +422,7 @@ TEST_CASE_TEMPLATE("a packed weight with no inputs gives a zero product, or leav
                    float, bf16) {
     // The packed kernels' own K = 0 exits (gemm_f32_packed, gemm_bf16 on each bf16 level), from
     // one row to many, for both orientations of the pack.
-    std::vector<cpu::Compute> computes;
-    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
-    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
-    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    const std::vector<cpu::Compute> computes = packed_computes();
     const int out = 70;
     const std::vector<float> x(1, 0.0f);  // rows of zero features: any pointer will do
     const std::vector<W> w(1);
@@ -497,10 +504,7 @@ TEST_CASE_TEMPLATE("a range of a packed weight's outputs: the same bits as those
     // the range must reproduce the stacked product's columns exactly, from one row to many,
     // in both modes; a range that does not start a panel is refused, and unpacked weights
     // compute those rows of the weight (up to the order of fp32 sums).
-    std::vector<cpu::Compute> computes;
-    if (cpu::gemm_f32_packed_available()) computes.push_back(cpu::Compute::fp32_packed);
-    if (cpu::best_bf16_level() != cpu::Bf16Level::none) computes.push_back(cpu::Compute::bf16);
-    if (computes.empty()) MESSAGE("skipped: no packed arithmetic on this machine (", cpu::cpu_features().summary(), ")");
+    const std::vector<cpu::Compute> computes = packed_computes();
     const int in = 45, out = 64 * 3 + 30;
     const auto w = stored<W>(testing::random_normal(out * in, 21, 0.1f));
     const Matrix<const W> weight(w.data(), out, in);
