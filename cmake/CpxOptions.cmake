@@ -13,6 +13,7 @@ no code generated; the test preset turns it on)" OFF)
 option(CPX_BUILD_FUZZERS "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
 option(CPX_SANITIZE "Build our targets with AddressSanitizer and UBSan" OFF)
 option(CPX_NATIVE "Compile our targets for the build machine's CPU (-march=native)" OFF)
+option(CPX_COVERAGE "Build our targets with GCC's line coverage (--coverage; scripts/coverage.sh reports it)" OFF)
 option(CPX_EXTERN_KERNELS
        "Compile the CPU kernels' fp32/bf16 instances once (cpx_kernel_instances) for our tests and example \
 programs instead of in each of their sources (include/cpx/cpu/kernel_instances.hpp)" ON)
@@ -51,5 +52,18 @@ if(PROJECT_IS_TOP_LEVEL)
     endif()
     if(CPX_NATIVE)
         add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+    endif()
+    if(CPX_COVERAGE)
+        if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+            message(FATAL_ERROR "CPX_COVERAGE needs g++ (gcov's counters; the compiler is ${CMAKE_CXX_COMPILER_ID})")
+        elseif(CPX_SANITIZE)
+            message(FATAL_ERROR "CPX_COVERAGE and CPX_SANITIZE are separate builds: turn one off")
+        endif()
+        # -fprofile-update=atomic: the kernels' OpenMP threads bump the same counters, which
+        # plain increments would lose or tear. -O1: line numbers close to the source's (-O2
+        # merges and moves lines) at a run time the arithmetic tests can bear.
+        add_compile_options($<$<COMPILE_LANGUAGE:CXX>:--coverage> $<$<COMPILE_LANGUAGE:CXX>:-fprofile-update=atomic>
+                            $<$<COMPILE_LANGUAGE:CXX>:-O1>)
+        add_link_options(--coverage)
     endif()
 endif()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build needs and is missing (Debian packages), and nothing
 # else. Safe to re-run: packages already present are left alone.
-#   --bench   also what scripts/bench.sh needs for its plots (python3-matplotlib)
+#   --bench      also what scripts/bench.sh needs for its plots (python3-matplotlib)
+#   --coverage   also what scripts/coverage.sh needs for its report (gcovr)
 set -euo pipefail
 
 # python3-torch and python3-numpy: the independent PyTorch reference of the test suite;
@@ -12,7 +13,8 @@ packages=(cmake make g++ clang libomp-dev libeigen3-dev nlohmann-json3-dev libcl
 for arg in "$@"; do
     case "$arg" in
         --bench) packages+=(python3-matplotlib) ;;
-        *) echo "setup: unknown option '$arg' (known: --bench)" >&2; exit 2 ;;
+        --coverage) packages+=(gcovr) ;;
+        *) echo "setup: unknown option '$arg' (known: --bench, --coverage)" >&2; exit 2 ;;
     esac
 done
 missing=()
