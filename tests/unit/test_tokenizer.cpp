@@ -88,6 +88,25 @@ TEST_CASE("byte-level alphabet: 256 distinct characters, space is U+0120, round 
     CHECK(cpx::text::from_byte_level(cpx::text::to_byte_level(all)) == all);
 }
 
+TEST_CASE("UTF-8 encoding of one code point: one to four bytes, valid") {
+    const auto utf8 = [](std::uint32_t cp) {
+        std::string out;
+        cpx::text::append_utf8(out, cp);
+        return out;
+    };
+    CHECK(utf8(0x41) == "A");
+    CHECK(utf8(0x7F) == "\x7f");
+    CHECK(utf8(0xE9) == "\xc3\xa9");                // e acute
+    CHECK(utf8(0x7FF) == "\xdf\xbf");
+    CHECK(utf8(0x20AC) == "\xe2\x82\xac");         // the euro sign
+    CHECK(utf8(0xFFFD) == std::string(cpx::utf8_replacement_character));
+    CHECK(utf8(0x1F600) == "\xf0\x9f\x98\x80");    // an emoji: four bytes
+    CHECK(utf8(0x10FFFF) == "\xf4\x8f\xbf\xbf");
+    for (const std::uint32_t cp : {0x80u, 0x800u, 0xFFFFu, 0x10000u}) CHECK(cpx::is_valid_utf8(utf8(cp)));
+    // Outside the byte-level alphabet (an added token's text): a character stands for its own bytes.
+    CHECK(cpx::text::from_byte_level("a\xe2\x82\xac\xc4\xa0" "b") == "a\xe2\x82\xac b");
+}
+
 TEST_CASE("BPE merges lowest rank first, leftmost among equals, and long pieces stay fast") {
     cpx::text::MergeTable merges;
     // ids: a=0, b=1, ab=2, aa=3, aaaa=4
@@ -154,6 +173,54 @@ TEST_CASE("special tokens: kept whole inside text, skipped or kept when decoding
     CHECK(message_of([&] { (void)tok.decode(std::vector<std::int32_t>{-1}); }).find("token id -1") != std::string::npos);
 }
 
+TEST_CASE("bytes missing from the vocabulary become unk_token (fused with fuse_unk) or vanish without one") {
+    // gpt2_style without the byte-level character of byte 0x01 (U+0101), which no merge uses.
+    const auto without_byte_1 = [](const char* unk, bool fuse) {
+        return Tokenizer::from_json(edited("gpt2_style", [&](auto& r) {
+                                        auto& model = at(r, "model");
+                                        auto& vocab = at(model, "vocab").as_object();
+                                        vocab.erase(std::find_if(vocab.begin(), vocab.end(),
+                                                                 [](const auto& m) { return m.first == "\xc4\x81"; }));
+                                        if (unk) model.set("unk_token", cpx::io::Json(unk));
+                                        model.set("fuse_unk", cpx::io::Json(fuse));
+                                    }),
+                                    "t.json");
+    };
+    const Tokenizer full = Tokenizer::from_file(data_dir / "gpt2_style.json");
+    const std::int32_t a = full.encode("a", false).at(0), b = full.encode("b", false).at(0);
+    REQUIRE(full.encode("a", false).size() == 1);
+    REQUIRE(full.encode("b", false).size() == 1);
+    const std::int32_t unk = *full.token_to_id("<|endoftext|>");
+    using Ids = std::vector<std::int32_t>;
+    // "\x01\x01" is one pre-tokenized piece between "a" and "b".
+    CHECK(without_byte_1("<|endoftext|>", false).encode("a\x01\x01" "b", false) == Ids{a, unk, unk, b});
+    CHECK(without_byte_1("<|endoftext|>", true).encode("a\x01\x01" "b", false) == Ids{a, unk, b});
+    CHECK(without_byte_1(nullptr, false).encode("a\x01\x01" "b", false) == Ids{a, b});
+    CHECK_FALSE(full.token_to_id("no such token").has_value());
+}
+
+TEST_CASE("split pre-tokenizers: Removed drops the matches, a pattern matching empty moves on by a character") {
+    const auto with_split = [](const char* pattern, const char* behavior) {
+        return Tokenizer::from_json(edited("llama3_style", [&](auto& r) {
+                                        auto& split = at(at(r, "pre_tokenizer"), "pretokenizers").as_array()[0];
+                                        at(split, "pattern") = cpx::io::parse_json(pattern);
+                                        at(split, "behavior") = cpx::io::Json(behavior);
+                                    }),
+                                    "t.json");
+    };
+    const Tokenizer isolated = with_split("{\"String\":\".\"}", "Isolated");
+    const Tokenizer removed = with_split("{\"String\":\".\"}", "Removed");
+    std::vector<std::int32_t> want = isolated.encode("ab", false);
+    const auto cd = isolated.encode("cd", false);
+    want.insert(want.end(), cd.begin(), cd.end());
+    CHECK(removed.encode("ab.cd", false) == want);
+    CHECK(removed.decode(removed.encode("ab.cd", false)) == "abcd");
+    // "x*" matches the empty string at every position: the text is still split and encoded whole,
+    // stepping over whole characters (the two bytes of e acute stay together).
+    const Tokenizer empty_matches = with_split("{\"Regex\":\"x*\"}", "Isolated");
+    for (const std::string text : {"abc", "a\xc3\xa9" "b", "axxb"}) CHECK(empty_matches.decode(empty_matches.encode(text, false)) == text);
+}
+
 TEST_CASE("the demo model's tokenizer reproduces the reference ids of its whole validation text") {
     if (!std::filesystem::exists(kjv_dir / "deep" / "tokenizer.json")) {
         MESSAGE("data/kjv/deep/tokenizer.json is absent: skipped");
@@ -214,6 +281,28 @@ TEST_CASE("bad tokenizer.json files are clear errors naming the field") {
     CHECK(error(edited("llama3_style", [](auto& r) {
               at(at(at(r, "pre_tokenizer"), "pretokenizers").as_array()[0], "pattern") = cpx::io::parse_json("{\"Glob\":\"*\"}");
           })).find("pattern: is neither {\"Regex\": ...} nor {\"String\": ...}") != std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) { at(at(r, "post_processor"), "type") = cpx::io::Json("RobertaProcessing"); }))
+              .find("post_processor.type: \"RobertaProcessing\" is not supported (ByteLevel, TemplateProcessing)") !=
+          std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) {
+              at(at(at(at(r, "post_processor"), "single").as_array()[1], "Sequence"), "id") = cpx::io::Json("B");
+          })).find("post_processor.single: must hold the sequence $A once") != std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) {
+              auto& single = at(at(r, "post_processor"), "single").as_array();
+              single.push_back(single[1]);  // $A twice
+          })).find("post_processor.single: must hold the sequence $A once") != std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) {
+              at(at(at(at(r, "post_processor"), "special_tokens"), "<|begin_of_text|>"), "ids") = cpx::io::parse_json("[9999]");
+          })).find("post_processor.special_tokens: id 9999 is not in the vocabulary") != std::string::npos);
+    CHECK(error(edited("llama3_style", [](auto& r) {
+              at(at(r, "post_processor"), "single").push_back(cpx::io::parse_json("{\"Pad\":{}}"));
+          })).find("post_processor.single: holds an item that is neither Sequence nor SpecialToken") != std::string::npos);
+    // A ByteLevel post-processor (offsets only) leaves the ids as they are.
+    const auto byte_level_post = edited("llama3_style", [](auto& r) {
+        at(r, "post_processor") = cpx::io::parse_json("{\"type\":\"ByteLevel\",\"trim_offsets\":false}");
+    });
+    CHECK(Tokenizer::from_json(byte_level_post, "t.json").encode("x") ==
+          Tokenizer::from_file(data_dir / "llama3_style.json").encode("x", false));
     // A literal split pattern ({"String": ...}) is accepted and splits on the literal.
     const auto literal = edited("llama3_style", [](auto& r) {
         at(at(at(r, "pre_tokenizer"), "pretokenizers").as_array()[0], "pattern") = cpx::io::parse_json("{\"String\":\".\"}");
