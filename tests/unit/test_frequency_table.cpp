@@ -59,6 +59,9 @@ TEST_CASE("sparse ids out of range, negative or repeated are rejected with their
     CHECK_THROWS_WITH_AS(parse("-1\t2\n"), "t.txt:1: token id '-1' is not a non-negative integer", cpx::FormatError);
     CHECK_THROWS_WITH_AS(parse("4\t1\n2\t2\n# x\n4\t3\n"), "t.txt:4: token id 4 appears again (first on line 1)",
                          cpx::FormatError);
+    // Routing tables hold int32 ids: a vocabulary may be declared larger, its ids may not be.
+    CHECK_THROWS_WITH_AS(parse("0\t1\n2147483647\t2\n", std::size_t{4'000'000'000}),
+                         "t.txt:2: token id 2147483647 exceeds the int32 routing-table limit", cpx::FormatError);
 }
 
 TEST_CASE("the first record fixes the form, and lines have one or two fields") {

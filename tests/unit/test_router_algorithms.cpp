@@ -4,6 +4,7 @@
 
 #include <cpx/router/balance_report.hpp>
 #include <cpx/router/compute_routing.hpp>
+#include <cpx/router/token_routing.hpp>
 
 #include <array>
 #include <cmath>
@@ -119,6 +120,23 @@ TEST_CASE("routers reject impossible inputs with messages") {
     CHECK_THROWS_WITH_AS(balanced_zipf_routing(huge, 2), "balanced zipf routing: the counts sum past 2^64 at token 1",
                          cpx::InputError);
     CHECK_THROWS_AS(modulo_routing(4, -1), cpx::InputError);
+}
+
+TEST_CASE("the token routing view checks its table once and every token id it is asked for") {
+    const Table table{1, 0, 2, 1};
+    const cpx::TokenRouting routing(table, 3);
+    CHECK(routing.vocab() == 4);
+    CHECK(routing.experts() == 3);
+    CHECK(routing.checked_expert_of(2) == 2);
+    CHECK(routing.expert_of(3) == 1);
+    CHECK_THROWS_WITH_AS(routing.checked_expert_of(4), "token id 4 is outside the vocabulary [0, 4)", cpx::InputError);
+    CHECK_THROWS_WITH_AS(routing.checked_expert_of(-1), "token id -1 is outside the vocabulary [0, 4)", cpx::InputError);
+    CHECK_THROWS_WITH_AS(cpx::TokenRouting(table, 2), "token routing: token 2 maps to expert 2, outside [0, 2)",
+                         cpx::InputError);
+    CHECK_THROWS_WITH_AS(cpx::TokenRouting(Table{0, -1}, 2), "token routing: token 1 maps to expert -1, outside [0, 2)",
+                         cpx::InputError);
+    CHECK_THROWS_WITH_AS(cpx::TokenRouting(table, 0), "token routing: expert count must be >= 1, got 0", cpx::InputError);
+    CHECK_THROWS_WITH_AS(cpx::TokenRouting(Table{}, 2), "token routing: the table is empty", cpx::InputError);
 }
 
 TEST_CASE("balance report counts ids and mass per expert") {

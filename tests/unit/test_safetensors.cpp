@@ -17,6 +17,11 @@
 #include <vector>
 
 #include <sys/stat.h>
+#ifdef __linux__
+#include <fstream>
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
 
 using cpx::DType;
 using cpx::Error;
@@ -106,6 +111,37 @@ TEST_CASE("mapping a FIFO fails instead of waiting for a writer") {
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     CHECK_THROWS_WITH_AS(MappedFile{fifo}, ("cannot open '" + fifo.string() + "': not a regular file").c_str(), Error);
 }
+
+#ifdef __linux__
+TEST_CASE("a file the process has no address space left for fails to map, naming the path and the reason") {
+    // A 1 GiB sparse file (no disk blocks) mapped under an address-space limit 256 MiB above what
+    // the process uses now: room for the test's own allocations, not for the mapping.
+    TempDir dir;
+    const auto path = dir.write("large.bin", std::vector<std::byte>(1));
+    std::filesystem::resize_file(path, std::uintmax_t{1} << 30);
+    std::uint64_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    REQUIRE(pages > 0);
+    rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_AS, &old) == 0);
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (rlim_t{256} << 20);
+    if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < cap) {
+        MESSAGE("the address space is already limited below what this test needs: skipped");
+        return;
+    }
+    rlimit capped = old;
+    capped.rlim_cur = cap;
+    REQUIRE(::setrlimit(RLIMIT_AS, &capped) == 0);
+    std::string message = "(no error)";
+    try {
+        const MappedFile file(path);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    REQUIRE(::setrlimit(RLIMIT_AS, &old) == 0);
+    CHECK(message == "cannot open '" + path.string() + "': mmap failed: " + std::strerror(ENOMEM));
+}
+#endif
 
 // ------------------------------------------------------------------ reading valid files
 
