@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -82,6 +85,34 @@ TEST_CASE("parallel_for: every index once under each schedule, slots within the 
             CHECK(each_once(counts));
             CHECK(bad_slot == 0);
         }
+}
+
+TEST_CASE("parallel_for: a body's exception reaches the caller after the region, under each schedule") {
+    // An exception leaving an OpenMP region would end the process (std::terminate).
+    for (Schedule schedule : {Schedule::equal_ranges, Schedule::one_by_one, Schedule::ranges_then_rest})
+        for (int thrower : {0, 7, 999}) {
+            CAPTURE(static_cast<int>(schedule));
+            CAPTURE(thrower);
+            std::atomic<int> ran{0};
+            const auto body = [&](int i) {
+                ran.fetch_add(1);
+                if (i == thrower) throw std::length_error("index " + std::to_string(i));
+            };
+            const std::string message = "index " + std::to_string(thrower);
+            CHECK_THROWS_WITH_AS(cpu::parallel_for(1000, true, body, schedule), message.c_str(), std::length_error);
+            CHECK(ran.load() >= 1);
+            CHECK(ran.load() <= 1000);
+        }
+    // Two bodies throwing: one exception arrives, the first one thrown.
+    CHECK_THROWS_AS(cpu::parallel_for(64, true, [](int) { throw std::bad_alloc(); }), std::bad_alloc);
+    cpu::FirstError error;
+    error.run([] {});
+    CHECK_FALSE(error.failed());
+    CHECK_NOTHROW(error.rethrow());
+    error.run([] { throw std::runtime_error("first"); });
+    error.run([] { throw std::runtime_error("second"); });  // skipped: a body already failed
+    CHECK(error.failed());
+    CHECK_THROWS_WITH_AS(error.rethrow(), "first", std::runtime_error);
 }
 
 TEST_CASE("parallel_for: work not worth threads, and calls inside a region, run on the caller") {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <type_traits>
 
 #ifdef _OPENMP
@@ -126,6 +127,40 @@ private:
     Range ranges_[max_team];
 };
 
+/// The first exception thrown by the bodies of a parallel region, carried out of it: an exception
+/// must not leave an OpenMP region (the runtime calls std::terminate), and the load-time loops
+/// (packing, converting, initialising weights) allocate, as do first calls growing a thread's
+/// scratch, so a model that does not fit in memory must end in std::bad_alloc for the caller,
+/// not in an abort. parallel_for carries its bodies' exceptions so.
+///
+///   FirstError error;
+///   #pragma omp parallel for
+///   for (int i = 0; i < n; ++i) error.run([&] { work(i); });
+///   error.rethrow();  // on the caller, after the region
+///
+/// Once a body has thrown, the bodies that start after it are skipped (a running one finishes).
+class FirstError {
+public:
+    template <class Body>
+    void run(Body&& body) noexcept {
+        if (failed_.load(std::memory_order_acquire)) return;
+        try {
+            body();
+        } catch (...) {
+            if (!failed_.exchange(true, std::memory_order_acq_rel)) first_ = std::current_exception();
+        }
+    }
+    /// Throws the first exception a body threw, if any (call after the region has ended).
+    void rethrow() const {
+        if (first_) std::rethrow_exception(first_);
+    }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+private:
+    std::atomic<bool> failed_{false};
+    std::exception_ptr first_;
+};
+
 /// body(i) for thread t's contiguous share of [0, n) among `team` (schedule(static)'s split).
 template <class Index, class Body>
 void for_share(Index n, int t, int team, Body&& body) {
@@ -162,27 +197,45 @@ void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule sc
         return;
     }
 #ifdef _OPENMP
+    // A body's exception (std::bad_alloc where a first call grows a thread's scratch) leaves
+    // with the region, on the caller.
+    // The loops are written out (schedule(dynamic, 1) as a shared counter, schedule(static) as
+    // for_share) so that each thread's whole loop runs in one FirstError::run.
+    FirstError error;
     if (schedule == Schedule::one_by_one) {
-#pragma omp parallel for schedule(dynamic, 1)
-        for (Index i = 0; i < n; ++i) call(i, thread_index());
+        std::atomic<std::int64_t> next{0};
+        const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel
+        {
+            const int t = thread_index();
+            error.run([&] {
+                for (std::int64_t i; !error.failed() && (i = next.fetch_add(1, std::memory_order_relaxed)) < count;)
+                    call(static_cast<Index>(i), t);
+            });
+        }
     } else if (schedule == Schedule::ranges_then_rest && max_threads() <= RangeClaims::max_team) {
         RangeClaims claims(static_cast<std::int64_t>(n), max_threads());
 #pragma omp parallel
         {
             const int t = thread_index();
-            for_claims(claims, n, t, team_size(), [&](Index i) { call(i, t); });
+            error.run([&] { for_claims(claims, n, t, team_size(), [&](Index i) { call(i, t); }); });
         }
     } else {
-#pragma omp parallel for schedule(static)
-        for (Index i = 0; i < n; ++i) call(i, thread_index());
+#pragma omp parallel
+        {
+            const int t = thread_index();
+            error.run([&] { for_share(n, t, team_size(), [&](Index i) { call(i, t); }); });
+        }
     }
+    error.rethrow();
 #endif
 }
 
 /// body(thread, team) on each thread of a new region of `threads` threads; on the caller alone
 /// (body(0, 1)) when threads < 2 or inside a region already. body shares its loops with
 /// for_share and waits with team_barrier, never with `omp for` or `omp barrier`: run on the
-/// caller inside another region, those would bind to that region's team.
+/// caller inside another region, those would bind to that region's team. body must not throw
+/// (size its buffers before): a thread leaving early would leave the others at a barrier.
 template <class Body>
 void parallel_team(int threads, Body&& body) {
     if (threads < 2 || in_parallel()) {
