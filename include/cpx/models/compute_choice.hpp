@@ -32,6 +32,7 @@ public:
     /// `keeps(runs)`'s (ReleaseKeeps, models/stored_matrices.hpp).
     template <class Weights, class Keeps>
     void set(cpu::Compute compute, Weights& weights, StoredMatrices stored, Keeps keeps) {
+        require_not_failed(weights);
         if (weights.packed_matrices_released()) {
             // The packs in hand are all there is: keep them for any choice that runs on them.
             require<InputError>(cpu::runnable_compute(compute) == runs(), "set_compute(",
@@ -66,6 +67,7 @@ public:
     /// the stored matrices.
     template <class Weights, class Keeps>
     std::size_t release(Weights& weights, Keeps keeps) {
+        require_not_failed(weights);
         if (weights.packed_matrices_released()) return 0;
         require_packs("release_stored_matrices", compute_);
         (void)packs(weights);
@@ -74,6 +76,7 @@ public:
     /// The packs of `weights` for the arithmetic that runs, or null for plain fp32.
     template <class Weights>
     const Packs* packs(const Weights& weights) {
+        require_not_failed(weights);
         if (runs() == cpu::Compute::fp32) return nullptr;
         if (!packs_) packs_.emplace(weights, runs());
         return &*packs_;
@@ -89,6 +92,12 @@ public:
     std::size_t bytes() const { return packs_ ? packs_->bytes() : 0; }
 
 private:
+    /// A release whose packing failed (out of memory) freed matrices that no packs hold.
+    template <class Weights>
+    static void require_not_failed(const Weights& weights) {
+        require<InputError>(!weights.release_failed(), "the model's packing failed while it released its stored "
+                            "matrices, which are now partly freed: load the weights again");
+    }
     /// Releasing the stored matrices needs packs to hold them.
     static void require_packs(const char* what, cpu::Compute compute) {
         require<InputError>(cpu::runnable_compute(compute) != cpu::Compute::fp32, what, ": the products run in fp32 "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/models/seeded_normal.hpp"
 #include "cpx/models/tensor_slot.hpp"
 
@@ -37,11 +38,12 @@ void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t see
         for (const TensorSlot<W>& s : slots)  // checked before the parallel region: no throw inside it
             require<InputError>(!s.orthogonal, "initialize_slots: tensor ", s.name,
                                 " is orthogonal, but the caller asked for no orthogonal fills");
+    cpu::FirstError error;  // the buffers' allocations may throw: carried out of the region
 #pragma omp parallel
     {
         std::vector<float> values;
 #pragma omp for schedule(dynamic, 1)
-        for (std::size_t i = 0; i < slots.size(); ++i) {
+        for (std::size_t i = 0; i < slots.size(); ++i) error.run([&] {
             const TensorSlot<W>& s = slots[i];
             values.resize(static_cast<std::size_t>(s.elements()));
             if constexpr (orthogonal) {
@@ -49,7 +51,7 @@ void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t see
                     SeededRandom rng(seed, s.name);
                     OrthogonalFill<W>{}(Matrix<float>(values.data(), s.rows, s.cols), rng);
                     s.assign(values);
-                    continue;
+                    return;
                 }
             }
             if (s.init_std > 0.0) {
@@ -59,8 +61,9 @@ void initialize_slots(const std::vector<TensorSlot<W>>& slots, std::uint64_t see
                 std::fill(values.begin(), values.end(), s.init_value);
             }
             s.assign(values);
-        }
+        });
     }
+    error.rethrow();
 }
 
 }  // namespace cpx

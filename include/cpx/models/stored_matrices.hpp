@@ -26,19 +26,27 @@ struct ReleaseKeeps {
 /// reading, saving, converting and uploading them, are InputErrors.
 class ReleaseMark {
 public:
-    /// Whether finish_release() ran.
+    /// Whether finish_release() ran, or a release stopped part way (mark_release_failed).
     bool packed_matrices_released() const { return released_; }
+    /// Whether packing under StoredMatrices::release failed after freeing some layers' matrices:
+    /// no packs hold them, and the weights serve nothing more (load them again).
+    bool release_failed() const { return failed_; }
+    /// Set by the packs' constructor when packing under release throws (std::bad_alloc, most
+    /// likely): the layers packed so far were freed, so the weights must not be read again.
+    void mark_release_failed() { released_ = failed_ = true; }
 
 protected:
     void mark_released() { released_ = true; }
     /// An InputError once released.
     void require_stored() const {
+        require<InputError>(!failed_, "the layer matrices of these weights were partly freed by a release whose "
+                            "packing failed: load the weights again");
         require<InputError>(!released_, "the layer matrices of these weights were released to the model's packs "
                             "(release_stored_matrices): they cannot be read, saved, converted or uploaded");
     }
 
 private:
-    bool released_ = false;
+    bool released_ = false, failed_ = false;
 };
 
 /// Frees every layer's stored matrices that the packs replace (Weights::free_packed_layer),

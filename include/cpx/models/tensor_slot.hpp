@@ -16,6 +16,7 @@
 #include "cpx/core/dtype.hpp"
 #include "cpx/core/error.hpp"
 #include "cpx/core/tensor_view.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 
 namespace cpx {
 
@@ -109,16 +110,18 @@ void copy_slots(const std::vector<TensorSlot<From>>& src, const std::vector<Tens
     for (std::size_t i = 0; i < src.size(); ++i)  // checked before the parallel region: no throw inside it
         require<ShapeError>(src[i].name == dst[i].name && src[i].shape == dst[i].shape, "copy_slots: tensor ",
                             src[i].name, " into ", dst[i].name, " (another name or shape)");
+    cpu::FirstError error;  // the buffers' allocations may throw: carried out of the region
 #pragma omp parallel
     {
         std::vector<float> values;
 #pragma omp for schedule(dynamic, 1)
-        for (std::size_t i = 0; i < src.size(); ++i) {
+        for (std::size_t i = 0; i < src.size(); ++i) error.run([&] {
             values.resize(static_cast<std::size_t>(src[i].elements()));
             src[i].extract(values);
             dst[i].assign(values);
-        }
+        });
     }
+    error.rethrow();
 }
 
 }  // namespace cpx

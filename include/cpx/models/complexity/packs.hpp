@@ -16,6 +16,7 @@
 #include "cpx/config/complexity_config.hpp"
 #include "cpx/models/complexity/cpu_views.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/models/complexity/weights.hpp"
 #include "cpx/models/stored_matrices.hpp"
 
@@ -29,10 +30,14 @@ public:
     /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
     /// (ComplexityWeights::free_packed_layer; but for `keeps`'): the memory peaks at the stored
     /// weights and a few layers' packs, not at both whole.
-    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps)
+    /// If packing throws under release, the layers packed by then are freed already: the weights
+    /// are marked (ReleaseMark::mark_release_failed) so that nothing reads them again.
+    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps) try
         : ComplexityPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
         if (stored == StoredMatrices::release) w.finish_release();
-    }
+    } catch (...) {
+        if (stored == StoredMatrices::release) w.mark_release_failed();
+    }  // and rethrown
 
 private:
     struct EachLayer {};
@@ -40,8 +45,10 @@ private:
     template <class AfterLayer>
     ComplexityPacks(EachLayer, const ComplexityWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
         : compute_(compute), layers_(static_cast<std::size_t>(C::layers)) {
+        // Packing allocates: an exception (std::bad_alloc) is carried out of the region.
+        cpu::FirstError error;
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int l = 0; l < C::layers; ++l) {
+        for (int l = 0; l < C::layers; ++l) error.run([&] {
             Layer& p = layers_[static_cast<std::size_t>(l)];
             const auto a = w.attention(l);
             if constexpr (C::attention == AttentionKind::prism) {
@@ -65,7 +72,8 @@ private:
                 if (l + 1 < C::layers)
                     p.mu_proj = pack(w.mu_guidance(l).mu_proj, cpu::WeightOrientation::out_in);
             after_layer(l);
-        }
+        });
+        error.rethrow();
         head_ = pack(cpu::rows_of<const W>(w.embed_tokens.data(), C::vocab, C::hidden), cpu::WeightOrientation::out_in);
     }
 

@@ -12,6 +12,7 @@
 #include "cpx/cpu/kernels/attention_distance.hpp"
 #include "cpx/cpu/layers/gelu_mlp.hpp"
 #include "cpx/cpu/kernels/packed_panels.hpp"
+#include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/cpu/layers/prism_attention.hpp"
 #include "cpx/models/prism/cpu_views.hpp"
 #include "cpx/models/prism/weights.hpp"
@@ -25,10 +26,14 @@ public:
     PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : PrismPacks(EachLayer{}, w, compute, [](int) {}) {}
     /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
     /// (PrismWeights::free_packed_layer; but for `keeps`'), as ComplexityPacks does.
-    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps)
+    /// If packing throws under release, the layers packed by then are freed already: the weights
+    /// are marked (ReleaseMark::mark_release_failed) so that nothing reads them again.
+    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps) try
         : PrismPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
         if (stored == StoredMatrices::release) w.finish_release();
-    }
+    } catch (...) {
+        if (stored == StoredMatrices::release) w.mark_release_failed();
+    }  // and rethrown
 
 private:
     struct EachLayer {};
@@ -38,8 +43,10 @@ private:
         : layers_(static_cast<std::size_t>(C::layers)) {
         using cpu::PackedWeight;
         using cpu::WeightOrientation;
+        // Packing allocates: an exception (std::bad_alloc) is carried out of the region.
+        cpu::FirstError error;
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int l = 0; l < C::layers; ++l) {
+        for (int l = 0; l < C::layers; ++l) error.run([&] {
             const auto& src = w.layers[static_cast<std::size_t>(l)];
             Layer& p = layers_[static_cast<std::size_t>(l)];
             const auto u = cpu::rows_of(cpu_attention_view(src).u);
@@ -49,7 +56,8 @@ private:
             p.c_fc = PackedWeight::pack(cpu::rows_of(mlp.c_fc_weight), WeightOrientation::out_in, compute);
             p.c_proj = PackedWeight::pack(cpu::rows_of(mlp.c_proj_weight), WeightOrientation::out_in, compute);
             after_layer(l);
-        }
+        });
+        error.rethrow();
         head_ = PackedWeight::pack(cpu::rows_of<const W>(w.wte.data(), C::vocab, C::hidden), WeightOrientation::out_in,
                                    compute);
     }
