@@ -44,33 +44,53 @@ const std::vector<std::int64_t> oom_prompt{3, 17, 42, 5, 99, 7};
 
 }  // namespace
 
-TEST_CASE("a failing allocation while a COMPLEXITY-DEEP model is converted, packed and run is std::bad_alloc") {
+TEST_CASE("an allocation failing while a COMPLEXITY-DEEP model is converted, packed, run or decoded: std::bad_alloc") {
     using C = presets::TinyComplexity;
     const ComplexityWeights<C, float> weights = testing::test_weights<C, float>(3);
     for (const cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::fp32_packed, cpu::Compute::bf16}) {
         CAPTURE(cpu::compute_name(compute));
-        const std::vector<float> want =
-            ComplexityModel<C, bf16, bf16>(convert_weights<bf16>(weights), compute).forward(oom_prompt);
-        std::vector<float> got;
-        const long failures = with_each_allocation_failing([&] {
+        // The logits of the prompt in one pass, then of two tokens decoded through a cache.
+        const auto run = [&] {
             // Conversion copies the tensors on the threads; the model packs its layers on them.
             ComplexityModel<C, bf16, bf16> model(convert_weights<bf16>(weights), compute);
-            got = model.forward(oom_prompt);
-        });
+            std::vector<float> logits = model.forward(oom_prompt);
+            KVCache<C, bf16> cache(16);
+            std::vector<float> step(2 * C::vocab);
+            model.extend(cache, oom_prompt, LogitsAt::last, cpu::rows_of(step.data(), 1, C::vocab));
+            const std::int64_t next = 11;
+            KVCache<C, bf16>* caches[] = {&cache};
+            model.decode(caches, std::span(&next, 1), cpu::rows_of(step.data() + C::vocab, 1, C::vocab));
+            logits.insert(logits.end(), step.begin(), step.end());
+            return logits;
+        };
+        const std::vector<float> want = run();
+        std::vector<float> got;
+        const long failures = with_each_allocation_failing([&] { got = run(); });
         CHECK(failures > 10);
         CHECK(got == want);
     }
 }
 
-TEST_CASE("a failing allocation while a PRISM model is initialised, packed and run is std::bad_alloc") {
+TEST_CASE("an allocation failing while a PRISM model is initialised, packed, run or decoded: std::bad_alloc") {
     using C = presets::TinyPrism;
     for (const cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::bf16}) {
         CAPTURE(cpu::compute_name(compute));
-        const std::vector<float> want = PrismModel<C>(PrismWeights<C>::random(5), compute).forward(oom_prompt);
+        const auto run = [&] {
+            // Random weights are drawn on the threads (orthogonal U through Eigen's QR).
+            PrismModel<C> model(PrismWeights<C>::random(5), compute);
+            std::vector<float> logits = model.forward(oom_prompt);
+            KVCache<C> cache(16);
+            std::vector<float> step(2 * C::vocab);
+            model.extend(cache, oom_prompt, LogitsAt::last, cpu::rows_of(step.data(), 1, C::vocab));
+            const std::int64_t next = 11;
+            KVCache<C>* caches[] = {&cache};
+            model.decode(caches, std::span(&next, 1), cpu::rows_of(step.data() + C::vocab, 1, C::vocab));
+            logits.insert(logits.end(), step.begin(), step.end());
+            return logits;
+        };
+        const std::vector<float> want = run();
         std::vector<float> got;
-        // Random weights are drawn on the threads (orthogonal U through Eigen's QR).
-        const long failures = with_each_allocation_failing(
-            [&] { got = PrismModel<C>(PrismWeights<C>::random(5), compute).forward(oom_prompt); });
+        const long failures = with_each_allocation_failing([&] { got = run(); });
         CHECK(failures > 10);
         CHECK(got == want);
     }
