@@ -42,6 +42,35 @@ long with_each_allocation_failing(Work&& work) {
 
 const std::vector<std::int64_t> oom_prompt{3, 17, 42, 5, 99, 7};
 
+/// The model made by make(): the logits of the prompt in one pass, then those of the prompt
+/// prefilled into a cache and of one token decoded after it.
+template <class Make>
+std::vector<float> run_and_decode(Make&& make) {
+    auto model = make();
+    using Model = decltype(model);
+    constexpr index_t vocab = Model::Config::vocab;
+    std::vector<float> logits = model.forward(oom_prompt);
+    typename Model::Cache cache(16);
+    std::vector<float> step(2 * vocab);
+    model.extend(cache, oom_prompt, LogitsAt::last, cpu::rows_of(step.data(), 1, vocab));
+    const std::int64_t next = 11;
+    typename Model::Cache* caches[] = {&cache};
+    model.decode(caches, std::span(&next, 1), cpu::rows_of(step.data() + vocab, 1, vocab));
+    logits.insert(logits.end(), step.begin(), step.end());
+    return logits;
+}
+
+/// make()'s run_and_decode with each of its allocations failing in turn (std::bad_alloc each
+/// time), then once more to the end, which must give the logits it gives without failures.
+template <class Make>
+void check_fails_cleanly(Make&& make) {
+    const std::vector<float> want = run_and_decode(make);
+    std::vector<float> got;
+    const long failures = with_each_allocation_failing([&] { got = run_and_decode(make); });
+    CHECK(failures > 10);
+    CHECK(got == want);
+}
+
 }  // namespace
 
 TEST_CASE("an allocation failing while a COMPLEXITY-DEEP model is converted, packed, run or decoded: std::bad_alloc") {
@@ -49,25 +78,8 @@ TEST_CASE("an allocation failing while a COMPLEXITY-DEEP model is converted, pac
     const ComplexityWeights<C, float> weights = testing::test_weights<C, float>(3);
     for (const cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::fp32_packed, cpu::Compute::bf16}) {
         CAPTURE(cpu::compute_name(compute));
-        // The logits of the prompt in one pass, then of two tokens decoded through a cache.
-        const auto run = [&] {
-            // Conversion copies the tensors on the threads; the model packs its layers on them.
-            ComplexityModel<C, bf16, bf16> model(convert_weights<bf16>(weights), compute);
-            std::vector<float> logits = model.forward(oom_prompt);
-            KVCache<C, bf16> cache(16);
-            std::vector<float> step(2 * C::vocab);
-            model.extend(cache, oom_prompt, LogitsAt::last, cpu::rows_of(step.data(), 1, C::vocab));
-            const std::int64_t next = 11;
-            KVCache<C, bf16>* caches[] = {&cache};
-            model.decode(caches, std::span(&next, 1), cpu::rows_of(step.data() + C::vocab, 1, C::vocab));
-            logits.insert(logits.end(), step.begin(), step.end());
-            return logits;
-        };
-        const std::vector<float> want = run();
-        std::vector<float> got;
-        const long failures = with_each_allocation_failing([&] { got = run(); });
-        CHECK(failures > 10);
-        CHECK(got == want);
+        // Conversion copies the tensors on the threads; the model packs its layers on them.
+        check_fails_cleanly([&] { return ComplexityModel<C, bf16, bf16>(convert_weights<bf16>(weights), compute); });
     }
 }
 
@@ -75,24 +87,8 @@ TEST_CASE("an allocation failing while a PRISM model is initialised, packed, run
     using C = presets::TinyPrism;
     for (const cpu::Compute compute : {cpu::Compute::fp32, cpu::Compute::bf16}) {
         CAPTURE(cpu::compute_name(compute));
-        const auto run = [&] {
-            // Random weights are drawn on the threads (orthogonal U through Eigen's QR).
-            PrismModel<C> model(PrismWeights<C>::random(5), compute);
-            std::vector<float> logits = model.forward(oom_prompt);
-            KVCache<C> cache(16);
-            std::vector<float> step(2 * C::vocab);
-            model.extend(cache, oom_prompt, LogitsAt::last, cpu::rows_of(step.data(), 1, C::vocab));
-            const std::int64_t next = 11;
-            KVCache<C>* caches[] = {&cache};
-            model.decode(caches, std::span(&next, 1), cpu::rows_of(step.data() + C::vocab, 1, C::vocab));
-            logits.insert(logits.end(), step.begin(), step.end());
-            return logits;
-        };
-        const std::vector<float> want = run();
-        std::vector<float> got;
-        const long failures = with_each_allocation_failing([&] { got = run(); });
-        CHECK(failures > 10);
-        CHECK(got == want);
+        // Random weights are drawn on the threads (orthogonal U through Eigen's QR).
+        check_fails_cleanly([&] { return PrismModel<C>(PrismWeights<C>::random(5), compute); });
     }
 }
 
