@@ -45,10 +45,8 @@ private:
     template <class AfterLayer>
     ComplexityPacks(EachLayer, const ComplexityWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
         : compute_(compute), layers_(static_cast<std::size_t>(C::layers)) {
-        // Packing allocates: an exception (std::bad_alloc) is carried out of the region.
-        cpu::FirstError error;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int l = 0; l < C::layers; ++l) error.run([&] {
+        // One layer at a time per thread; parallel_for carries an exception (std::bad_alloc) out.
+        cpu::parallel_for(C::layers, true, [&](int l) {
             Layer& p = layers_[static_cast<std::size_t>(l)];
             const auto a = w.attention(l);
             if constexpr (C::attention == AttentionKind::prism) {
@@ -72,8 +70,7 @@ private:
                 if (l + 1 < C::layers)
                     p.mu_proj = pack(w.mu_guidance(l).mu_proj, cpu::WeightOrientation::out_in);
             after_layer(l);
-        });
-        error.rethrow();
+        }, cpu::Schedule::one_by_one);
         head_ = pack(cpu::rows_of<const W>(w.embed_tokens.data(), C::vocab, C::hidden), cpu::WeightOrientation::out_in);
     }
 

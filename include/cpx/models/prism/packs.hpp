@@ -43,10 +43,8 @@ private:
         : layers_(static_cast<std::size_t>(C::layers)) {
         using cpu::PackedWeight;
         using cpu::WeightOrientation;
-        // Packing allocates: an exception (std::bad_alloc) is carried out of the region.
-        cpu::FirstError error;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int l = 0; l < C::layers; ++l) error.run([&] {
+        // One layer at a time per thread; parallel_for carries an exception (std::bad_alloc) out.
+        cpu::parallel_for(C::layers, true, [&](int l) {
             const auto& src = w.layers[static_cast<std::size_t>(l)];
             Layer& p = layers_[static_cast<std::size_t>(l)];
             const auto u = cpu::rows_of(cpu_attention_view(src).u);
@@ -56,8 +54,7 @@ private:
             p.c_fc = PackedWeight::pack(cpu::rows_of(mlp.c_fc_weight), WeightOrientation::out_in, compute);
             p.c_proj = PackedWeight::pack(cpu::rows_of(mlp.c_proj_weight), WeightOrientation::out_in, compute);
             after_layer(l);
-        });
-        error.rethrow();
+        }, cpu::Schedule::one_by_one);
         head_ = PackedWeight::pack(cpu::rows_of<const W>(w.wte.data(), C::vocab, C::hidden), WeightOrientation::out_in,
                                    compute);
     }
