@@ -519,22 +519,21 @@ void matmul(const StridedMatrix<const float>& x, const StridedMatrix<const W>& w
         });
         return;
     }
-    const index_t pw = detail::panel_width(m, out, in, threads);
-    const index_t panels = (out + pw - 1) / pw;
-    if constexpr (!std::is_same_v<W, float>) scratch.ensure(static_cast<std::size_t>(pw * in), threads);
-    const auto xm = detail::eigen_rows(x);
-    parallel_for(panels, m * out * in > 32768, [&](index_t p, int slot) {
-        const index_t o0 = p * pw, n = std::min(pw, out - o0);
-        if constexpr (std::is_same_v<W, float>) {
-            detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
-                                  detail::ConstRowsMap(w.data + o0, in, n, Eigen::OuterStride<>(ld)), mode);
-        } else {
+    // More rows of 16-bit weights: each thread widens a column panel into its scratch. (fp32
+    // weights of more rows returned in shared_paths, Eigen reading the stored matrix.)
+    if constexpr (!std::is_same_v<W, float>) {
+        const index_t pw = detail::panel_width(m, out, in, threads);
+        const index_t panels = (out + pw - 1) / pw;
+        scratch.ensure(static_cast<std::size_t>(pw * in), threads);
+        const auto xm = detail::eigen_rows(x);
+        parallel_for(panels, m * out * in > 32768, [&](index_t p, int slot) {
+            const index_t o0 = p * pw, n = std::min(pw, out - o0);
             float* panel = scratch.thread_panel(slot);
             for (index_t i = 0; i < in; ++i) detail::widen(w.data + i * ld + o0, n, panel + i * n);
             detail::write_product(detail::eigen_rows(y.columns(o0, n)), xm,
                                   detail::ConstRowsMap(panel, in, n, Eigen::OuterStride<>(n)), mode);
-        }
-    });
+        });
+    }
 }
 
 /// Sizes `scratch` for the few-row matmul<W> products through an [in, out] weight
