@@ -52,7 +52,22 @@ public:
         }
         compute_ = compute;
         packs_.reset();
-        if (runs() != cpu::Compute::fp32) packs_.emplace(weights, runs(), stored, keeps(runs()));
+        if (runs() == cpu::Compute::fp32) return;
+        if (stored == StoredMatrices::keep) {
+            packs_.emplace(weights, runs());
+            return;
+        }
+        // Each layer's stored matrices go as soon as it is packed: the memory peaks at the stored
+        // weights and a few layers' packs, not at both whole. If packing throws part way, the
+        // layers packed by then are freed already: the weights are marked so that nothing reads
+        // them again (require_not_failed).
+        try {
+            packs_.emplace(weights, runs(), after_layer_packed(weights, stored, keeps(runs())));
+        } catch (...) {
+            weights.mark_release_failed();
+            throw;
+        }
+        weights.finish_release();
     }
     /// The weights may change: the packs are rebuilt before the next use. Refused once the
     /// stored matrices are released (the packs could not be rebuilt).

@@ -18,32 +18,18 @@
 #include "cpx/cpu/kernels/packed_panels.hpp"
 #include "cpx/cpu/runtime/parallel.hpp"
 #include "cpx/models/complexity/weights.hpp"
-#include "cpx/models/stored_matrices.hpp"
 
 namespace cpx {
 
 template <ComplexityConfigType C, class W>
 class ComplexityPacks {
 public:
-    ComplexityPacks(const ComplexityWeights<C, W>& w, cpu::Compute compute)
-        : ComplexityPacks(EachLayer{}, w, compute, [](int) {}) {}
-    /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
-    /// (ComplexityWeights::free_packed_layer; but for `keeps`'): the memory peaks at the stored
-    /// weights and a few layers' packs, not at both whole.
-    /// If packing throws under release, the layers packed by then are freed already: the weights
-    /// are marked (ReleaseMark::mark_release_failed) so that nothing reads them again.
-    ComplexityPacks(ComplexityWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps) try
-        : ComplexityPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
-        if (stored == StoredMatrices::release) w.finish_release();
-    } catch (...) {
-        if (stored == StoredMatrices::release) w.mark_release_failed();
-    }  // and rethrown
-
-private:
-    struct EachLayer {};
-    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread).
+    ComplexityPacks(const ComplexityWeights<C, W>& w, cpu::Compute compute) : ComplexityPacks(w, compute, [](int) {}) {}
+    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread):
+    /// ComputeChoice frees that layer's stored matrices there under StoredMatrices::release
+    /// (after_layer_packed, models/stored_matrices.hpp).
     template <class AfterLayer>
-    ComplexityPacks(EachLayer, const ComplexityWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
+    ComplexityPacks(const ComplexityWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
         : compute_(compute), layers_(static_cast<std::size_t>(C::layers)) {
         // One layer at a time per thread; parallel_for carries an exception (std::bad_alloc) out.
         cpu::parallel_for(C::layers, true, [&](int l) {

@@ -16,30 +16,17 @@
 #include "cpx/cpu/layers/prism_attention.hpp"
 #include "cpx/models/prism/cpu_views.hpp"
 #include "cpx/models/prism/weights.hpp"
-#include "cpx/models/stored_matrices.hpp"
 
 namespace cpx {
 
 template <PrismConfigType C, class W>
 class PrismPacks {
 public:
-    PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : PrismPacks(EachLayer{}, w, compute, [](int) {}) {}
-    /// With StoredMatrices::release, each layer's stored matrices are freed once it is packed
-    /// (PrismWeights::free_packed_layer; but for `keeps`'), as ComplexityPacks does.
-    /// If packing throws under release, the layers packed by then are freed already: the weights
-    /// are marked (ReleaseMark::mark_release_failed) so that nothing reads them again.
-    PrismPacks(PrismWeights<C, W>& w, cpu::Compute compute, StoredMatrices stored, ReleaseKeeps keeps) try
-        : PrismPacks(EachLayer{}, w, compute, after_layer_packed(w, stored, keeps)) {
-        if (stored == StoredMatrices::release) w.finish_release();
-    } catch (...) {
-        if (stored == StoredMatrices::release) w.mark_release_failed();
-    }  // and rethrown
-
-private:
-    struct EachLayer {};
-    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread).
+    PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute) : PrismPacks(w, compute, [](int) {}) {}
+    /// Packs every layer, calling after_layer(l) once layer l is packed (from any thread), as
+    /// ComplexityPacks does.
     template <class AfterLayer>
-    PrismPacks(EachLayer, const PrismWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
+    PrismPacks(const PrismWeights<C, W>& w, cpu::Compute compute, AfterLayer after_layer)
         : layers_(static_cast<std::size_t>(C::layers)) {
         using cpu::PackedWeight;
         using cpu::WeightOrientation;
