@@ -158,6 +158,88 @@ TEST_CASE("parallel_team: for_share splits a loop, team_barrier separates its ph
     }
 }
 
+TEST_CASE("parallel_team: a body's exception reaches the caller, no thread left at a barrier") {
+    // Bodies of three phases (two barriers); one thread, or every thread, throws in one phase.
+    // The others leave at their next barrier, or finish where the throw came in the last phase;
+    // a thread left waiting would hang the test.
+    for (int threads : {1, 2, 3, 4})
+        for (int phase : {0, 1, 2})
+            for (int thrower : {0, 1, -1}) {  // -1: every thread throws
+                CAPTURE(threads);
+                CAPTURE(phase);
+                CAPTURE(thrower);
+                std::atomic<int> started{0}, passed_last_barrier{0}, team_seen{1};
+                const auto body = [&](int t, int team) {
+                    team_seen = team;
+                    started.fetch_add(1);
+                    for (int p = 0; p < 3; ++p) {
+                        if (p > 0) cpu::team_barrier(team);
+                        if (p == 2) passed_last_barrier.fetch_add(1);
+                        if (p == phase && (thrower == -1 || t == thrower % team))
+                            throw std::runtime_error("thread " + std::to_string(t) + " phase " + std::to_string(p));
+                    }
+                };
+                CHECK_THROWS_AS(cpu::parallel_team(threads, body), std::runtime_error);
+                const int team = team_seen.load();
+                CHECK(started.load() == team);
+                // No thread went on past the barrier after the phase that threw.
+                CHECK(passed_last_barrier.load() == (phase < 2 ? 0 : team));
+            }
+    // The exception that arrives is the one thrown, with its type (two threads throwing: one of theirs).
+    CHECK_THROWS_WITH_AS(cpu::parallel_team(2, [](int t, int team) {
+                             if (t == team - 1) throw std::length_error("too long");
+                         }),
+                         "too long", std::length_error);
+    CHECK_THROWS_AS(cpu::parallel_team(2, [](int, int team) {
+                        cpu::team_barrier(team);
+                        throw std::bad_alloc();
+                    }),
+                    std::bad_alloc);
+    // A team that failed leaves nothing behind: the next region runs whole.
+    std::atomic<int> ran{0};
+    cpu::parallel_team(2, [&](int, int team) {
+        cpu::team_barrier(team);
+        ran.fetch_add(1);
+    });
+    CHECK(ran.load() >= 1);
+}
+
+TEST_CASE("parallel_team: threads failing at random points of random phases never hang the team") {
+    // Racing threads: each throws with a chance at a point of its own, many times over.
+    std::uint32_t seed = 12345;
+    const auto next = [&seed] { return seed = seed * 1664525u + 1013904223u; };
+    for (int round = 0; round < 300; ++round) {
+        const int threads = 2 + static_cast<int>(next() % 3);
+        std::vector<int> throw_at(static_cast<std::size_t>(threads));
+        bool any = false;
+        for (int& a : throw_at) {
+            a = next() % 2 == 0 ? static_cast<int>(next() % 5) : -1;  // phase 0-4, or never
+            any = any || a >= 0;
+        }
+        std::atomic<int> returned{0};
+        const auto body = [&](int t, int team) {
+            volatile int spin = 0;
+            for (int p = 0; p < 5; ++p) {
+                if (p > 0) cpu::team_barrier(team);
+                for (int i = 0; i < static_cast<int>(next() % 2000); ++i) spin = spin + 1;
+                if (t < static_cast<int>(throw_at.size()) && throw_at[static_cast<std::size_t>(t)] == p)
+                    throw std::runtime_error("failed");
+            }
+            returned.fetch_add(1);
+        };
+        bool threw = false;
+        try {
+            cpu::parallel_team(threads, body);
+        } catch (const std::runtime_error&) {
+            threw = true;
+        }
+        CAPTURE(round);
+        // A team of one thread (OMP_THREAD_LIMIT) runs only body 0.
+        if (!threw) REQUIRE(returned.load() >= 1);
+        if (threw) REQUIRE(any);
+    }
+}
+
 TEST_CASE("for_share: contiguous ranges that tile [0, n), as schedule(static) splits them") {
     for (int team : {1, 2, 3, 7})
         for (int n : {0, 1, 5, 6, 100}) {

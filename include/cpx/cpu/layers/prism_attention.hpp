@@ -306,8 +306,8 @@ private:
     }
 
     /// Per-thread scratch of decode_row for caches of up to `max_keys` positions, all of it
-    /// sized before its parallel region (where an allocation failure could not be thrown, and
-    /// two threads must not grow a shared buffer): the attention workspace's per-thread
+    /// sized before its parallel region (so that a step allocates nothing in it, and two
+    /// threads never grow a shared buffer): the attention workspace's per-thread
     /// buffers (its calls inside the region take their thread's), one product scratch per
     /// thread and the chunks' partial sums.
     void reserve_heads([[maybe_unused]] index_t max_keys) {

@@ -11,7 +11,10 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <thread>
 #include <type_traits>
+#include <utility>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -231,11 +234,93 @@ void parallel_for(Index n, bool worth, Body&& body, [[maybe_unused]] Schedule sc
 #endif
 }
 
+namespace detail {
+
+/// Thrown by team_barrier in the threads of a team one of whose bodies threw: it unwinds theirs,
+/// and parallel_team drops it (the first body's own exception is the one the caller gets).
+struct TeamAborted {};
+
+/// How the threads of one parallel_team region leave it when a body throws, none of them left
+/// waiting at a barrier. Every thread of a team meets the same barriers in the same order (a
+/// body that does not is wrong already). A thread whose body threw after its b-th barrier waits
+/// until every thread still running has returned or arrived at barrier b + 1: then either all of
+/// them returned (it leaves too) or all are at that barrier, and it sets `aborted` and meets them
+/// there, after which each sees the flag and leaves by TeamAborted. The flag is set only once
+/// every running thread has made its check after barrier b, so all see it at the same barrier.
+class TeamExit {
+public:
+    explicit TeamExit(int threads)
+        : extra_(threads > inline_slots ? std::make_unique<Slot[]>(static_cast<std::size_t>(threads)) : nullptr) {
+        // The team's slots only (the region's start pays for no more than it uses).
+        for (int t = 0; t < std::min(threads, inline_slots); ++t) slots_[t] = Slot{};
+    }
+
+    /// Thread t is about to wait at a barrier.
+    void arrive(int t) { std::atomic_ref(slot(t).arrivals).fetch_add(1, std::memory_order_release); }
+    bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+    /// Thread t's body returned (or left by TeamAborted).
+    void finish(int t) { std::atomic_ref(slot(t).state).store(finished, std::memory_order_release); }
+    /// Thread t's body threw `error`: keeps the first, then waits as above; true when this
+    /// thread must meet the others at their barrier (team_barrier's wait).
+    bool fail(int t, int team, std::exception_ptr error) {
+        error_.run([&] { std::rethrow_exception(error); });
+        Slot& own = slot(t);
+        const int next = std::atomic_ref(own.arrivals).load(std::memory_order_relaxed) + 1;
+        std::atomic_ref(own.state).store(failed, std::memory_order_release);
+        for (;;) {
+            bool settled = true, waiting = false;
+            for (int u = 0; u < team; ++u) {
+                if (u == t) continue;
+                Slot& other = slot(u);
+                if (std::atomic_ref(other.state).load(std::memory_order_acquire) != running) continue;
+                if (std::atomic_ref(other.arrivals).load(std::memory_order_acquire) == next) waiting = true;
+                else settled = false;
+            }
+            if (settled) {
+                if (waiting) aborted_.store(true, std::memory_order_release);
+                return waiting;
+            }
+            std::this_thread::yield();
+        }
+    }
+    void rethrow() const { error_.rethrow(); }
+
+private:
+    enum : int { running, finished, failed };
+    // Plain ints read and written through std::atomic_ref, so that the slots a team does not
+    // use are left uninitialised. One cache line per thread: each writes only its own.
+    struct alignas(64) Slot {
+        int arrivals = 0, state = running;
+    };
+    static constexpr int inline_slots = 16;
+    Slot& slot(int t) { return t < inline_slots ? slots_[t] : extra_[static_cast<std::size_t>(t)]; }
+
+    union {  // no constructor: the constructor sets the team's slots
+        Slot slots_[inline_slots];
+    };
+    std::unique_ptr<Slot[]> extra_;  // for larger teams (slots from inline_slots on)
+    std::atomic<bool> aborted_{false};
+    FirstError error_;
+};
+
+/// The team exit of the parallel_team region the calling thread runs a body of (null outside).
+inline thread_local TeamExit* current_team_exit = nullptr;
+
+/// The one barrier construct of team_barrier, which a failed thread meets too.
+inline void team_wait() {
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+}
+
+}  // namespace detail
+
 /// body(thread, team) on each thread of a new region of `threads` threads; on the caller alone
 /// (body(0, 1)) when threads < 2 or inside a region already. body shares its loops with
 /// for_share and waits with team_barrier, never with `omp for` or `omp barrier`: run on the
-/// caller inside another region, those would bind to that region's team. body must not throw
-/// (size its buffers before): a thread leaving early would leave the others at a barrier.
+/// caller inside another region, those would bind to that region's team. A body's exception
+/// (std::bad_alloc growing a buffer) reaches the caller after the region: the other threads
+/// leave at their next barrier (detail::TeamExit), or finish where none is left.
 template <class Body>
 void parallel_team(int threads, Body&& body) {
     if (threads < 2 || in_parallel()) {
@@ -243,18 +328,38 @@ void parallel_team(int threads, Body&& body) {
         return;
     }
 #ifdef _OPENMP
+    detail::TeamExit exit(threads);
 #pragma omp parallel num_threads(threads)
-    body(thread_index(), team_size());
+    {
+        const int t = thread_index(), team = team_size();
+        detail::TeamExit* const outer = std::exchange(detail::current_team_exit, &exit);
+        bool meet = false;
+        try {
+            body(t, team);
+            exit.finish(t);
+        } catch (const detail::TeamAborted&) {
+            exit.finish(t);
+        } catch (...) {
+            meet = exit.fail(t, team, std::current_exception());
+        }
+        if (meet) detail::team_wait();
+        detail::current_team_exit = outer;
+    }
+    exit.rethrow();
 #else
     body(0, 1);
 #endif
 }
 
-/// Waits for every thread of a parallel_team body's team (nothing for a team of one).
+/// Waits for every thread of a parallel_team body's team (nothing for a team of one). Throws
+/// detail::TeamAborted (which parallel_team catches) when another thread's body threw.
 inline void team_barrier([[maybe_unused]] int team) {
 #ifdef _OPENMP
     if (team > 1) {
-#pragma omp barrier
+        detail::TeamExit* const exit = detail::current_team_exit;
+        if (exit) exit->arrive(thread_index());
+        detail::team_wait();
+        if (exit && exit->aborted()) throw detail::TeamAborted{};
     }
 #endif
 }
