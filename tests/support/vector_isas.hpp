@@ -5,7 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cpx/cpu/runtime/vector_isa.hpp>
+#ifdef CPX_X86
+#include <cpx/cpu/kernels/prefetch_lines.hpp>
+#endif
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace cpx::testing {
@@ -22,5 +27,51 @@ inline std::vector<cpu::VectorIsa> vector_isas() {
     }
     return isas;
 }
+
+/// A kernel family and, at the AVX-512 level, where the decode kernels' stream fetches go: they
+/// are chosen per microarchitecture (into L1 on Zen 5 and Intel's, not elsewhere:
+/// cpu/kernels/prefetch_lines.hpp), and both are run so that every machine checks both.
+struct KernelVariant {
+    cpu::VectorIsa isa = cpu::VectorIsa::portable;
+    std::optional<bool> fetch_into_l1;  // empty: the machine's choice
+    std::string name() const {
+        std::string n(cpu::vector_isa_name(isa));
+        if (fetch_into_l1) n += *fetch_into_l1 ? ", fetch into L1" : ", no L1 fetch";
+        return n;
+    }
+};
+
+/// vector_isas(), the AVX-512 level twice (both fetch choices).
+inline std::vector<KernelVariant> kernel_variants() {
+    std::vector<KernelVariant> variants;
+    for (cpu::VectorIsa isa : vector_isas()) {
+#ifdef CPX_X86
+        if (isa == cpu::VectorIsa::avx512) {
+            variants.push_back({isa, false});
+            variants.push_back({isa, true});
+            continue;
+        }
+#endif
+        variants.push_back({isa, std::nullopt});
+    }
+    return variants;
+}
+
+/// Runs the kernels of a variant for a scope.
+class KernelVariantLimit {
+public:
+    explicit KernelVariantLimit(const KernelVariant& v) : isa_(v.isa) {
+#ifdef CPX_X86
+        if (v.fetch_into_l1)
+            fetch_.emplace(*v.fetch_into_l1 ? cpu::StreamFetch::into_l1 : cpu::StreamFetch::not_into_l1);
+#endif
+    }
+
+private:
+    cpu::VectorIsaLimit isa_;
+#ifdef CPX_X86
+    std::optional<cpu::StreamFetchChoice> fetch_;
+#endif
+};
 
 }  // namespace cpx::testing

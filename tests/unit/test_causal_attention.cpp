@@ -172,13 +172,14 @@ TEST_CASE("decode-shaped calls (a few query rows per KV head) match the referenc
     // query rows per KV head: the shapes of the dedicated decode kernel
     // (AVX-512) and of its fallback, for both storage types; every kernel family
     // the machine runs is checked.
+    // At the AVX-512 level both stream-fetch choices (testing::kernel_variants).
     cpu::AttentionWorkspace ws;
-    for (cpu::VectorIsa isa : testing::vector_isas()) {
+    for (const testing::KernelVariant& variant : testing::kernel_variants()) {
         for (Case c : {Case{12, 4, 64, 1, 511}, Case{16, 4, 64, 1, 300}, Case{8, 4, 128, 2, 77}, Case{6, 2, 192, 1, 40},
                        Case{4, 1, 32, 1, 1000}, Case{4, 4, 96, 1, 3}, Case{4, 2, 96, 1, 200},
                        Case{12, 4, 64, 2, 50}}) {
-            const cpu::VectorIsaLimit limit(isa);
-            CAPTURE(cpu::vector_isa_name(isa));
+            const testing::KernelVariantLimit limit(variant);
+            CAPTURE(variant.name());
             CAPTURE(c.heads);
             CAPTURE(c.dim);
             CAPTURE(c.rows);

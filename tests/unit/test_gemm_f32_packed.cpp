@@ -29,10 +29,10 @@ void on_each_kernel(Check&& check) {
         MESSAGE("skipped: this machine has neither AVX2 nor AVX-512 (", cpu::cpu_features().summary(), ")");
         return;
     }
-    for (cpu::VectorIsa isa : testing::vector_isas()) {
-        if (isa == cpu::VectorIsa::portable) continue;  // the packed product needs AVX2 at least
-        const cpu::VectorIsaLimit limit(isa);
-        CAPTURE(cpu::vector_isa_name(isa));
+    for (const testing::KernelVariant& variant : testing::kernel_variants()) {  // AVX-512: both fetch choices
+        if (variant.isa == cpu::VectorIsa::portable) continue;  // the packed product needs AVX2 at least
+        const testing::KernelVariantLimit limit(variant);
+        CAPTURE(variant.name());
         check();
     }
 }

@@ -111,7 +111,8 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
     // at a time (one input row: one from each quarter of the block, then the rest). 40 inputs are
     // one 32-input line and a tail (the bf16 lane kernel widens the next line while it
     // computes one). Every kernel family the machine runs (AVX-512, AVX2, portable) is checked.
-    const auto isas = testing::vector_isas();
+    // At the AVX-512 level both stream-fetch choices (testing::kernel_variants).
+    const auto variants = testing::kernel_variants();
     for (int rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15, 16})
         for (int in : {40, 800, 1061})
             for (int out : {1027, 2050}) {
@@ -130,9 +131,9 @@ TEST_CASE_TEMPLATE("few-row products at decode sizes: several panels, odd tails,
                         return double(to_float(input_major ? ws[i * out + o] : ws[o * in + i]));
                     };
                     const auto want = reference(x, rows, in, out, weight, &y0);
-                    for (cpu::VectorIsa isa : isas) {
-                        const cpu::VectorIsaLimit limit(isa);
-                        CAPTURE(cpu::vector_isa_name(isa));
+                    for (const testing::KernelVariant& variant : variants) {
+                        const testing::KernelVariantLimit limit(variant);
+                        CAPTURE(variant.name());
                         auto y = y0;
                         const auto xr = cpu::rows_of<const float>(x.data(), rows, in);
                         if (input_major)

@@ -16,6 +16,8 @@
 
 #ifdef CPX_X86
 
+#include <atomic>
+
 #include "cpx/cpu/runtime/eigen.hpp"  // <immintrin.h>, first included with the warnings GCC 12 misreports off
 
 #include "cpx/core/host_device.hpp"  // CPX_FORCE_INLINE
@@ -33,10 +35,47 @@ enum class Fetch { none, l2, l1 };
 /// 187M's batch-1 decode step on bf16 weights 19-21% less time on one and two threads, two
 /// sequences 10%, fp32 weights 2%, docs/BF16.md). Every other CPU (Zen 4 and older AMD) takes
 /// the L2 (or no) fetch measured on Zen 4, and the AVX-512 decode attention passes none.
-inline bool stream_fetch_into_l1() {
+/// Whether this microarchitecture's decode streams read fastest with fetches into L1 (Zen 5,
+/// Intel's) rather than into L2 or none (Zen 4 and others).
+inline bool machine_stream_fetch_into_l1() {
     static const bool l1 = (cpu_features().amd && cpu_features().family == 0x1a) || cpu_features().intel;
     return l1;
 }
+
+enum class StreamFetch : int { machine = -1, not_into_l1 = 0, into_l1 = 1 };
+
+namespace detail {
+inline std::atomic<int>& stream_fetch_choice() {
+    static std::atomic<int> choice{static_cast<int>(StreamFetch::machine)};
+    return choice;
+}
+}  // namespace detail
+
+/// The choice the kernels make now: the machine's, unless choose_stream_fetch() set one.
+inline bool stream_fetch_into_l1() {
+    const int choice = detail::stream_fetch_choice().load(std::memory_order_relaxed);
+    return choice < 0 ? machine_stream_fetch_into_l1() : choice != 0;
+}
+
+/// Sets the choice for the whole process (StreamFetch::machine: the machine's again); returns
+/// the previous one. For tests and comparisons, between calls: a machine then runs the kernel
+/// variants of the other microarchitectures (their fetches, and for two rows of bf16 weights
+/// the blocks of four weight rows instead of gemv_two_rows_nt), which compute the same products.
+inline StreamFetch choose_stream_fetch(StreamFetch choice) {
+    return static_cast<StreamFetch>(detail::stream_fetch_choice().exchange(static_cast<int>(choice)));
+}
+
+/// choose_stream_fetch() for a scope.
+class StreamFetchChoice {
+public:
+    explicit StreamFetchChoice(StreamFetch choice) : previous_(choose_stream_fetch(choice)) {}
+    ~StreamFetchChoice() { choose_stream_fetch(previous_); }
+    StreamFetchChoice(const StreamFetchChoice&) = delete;
+    StreamFetchChoice& operator=(const StreamFetchChoice&) = delete;
+
+private:
+    StreamFetch previous_;
+};
 
 /// Prefetches the `bytes` from `p` as F says (nothing for Fetch::none). Forced inline: GCC 12
 /// deletes a call to a function whose only effect is a prefetch when it reaches the call before
