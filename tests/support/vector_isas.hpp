@@ -60,17 +60,21 @@ inline std::vector<KernelVariant> kernel_variants() {
 /// Runs the kernels of a variant for a scope.
 class KernelVariantLimit {
 public:
-    explicit KernelVariantLimit(const KernelVariant& v) : isa_(v.isa) {
+    explicit KernelVariantLimit(const KernelVariant& v)
+        : isa_(v.isa)
 #ifdef CPX_X86
-        if (v.fetch_into_l1)
-            fetch_.emplace(*v.fetch_into_l1 ? cpu::StreamFetch::into_l1 : cpu::StreamFetch::not_into_l1);
+          ,
+          fetch_(!v.fetch_into_l1   ? cpu::StreamFetch::machine
+                 : *v.fetch_into_l1 ? cpu::StreamFetch::into_l1
+                                    : cpu::StreamFetch::not_into_l1)
 #endif
+    {
     }
 
 private:
     cpu::VectorIsaLimit isa_;
 #ifdef CPX_X86
-    std::optional<cpu::StreamFetchChoice> fetch_;
+    cpu::StreamFetchChoice fetch_;
 #endif
 };
 
