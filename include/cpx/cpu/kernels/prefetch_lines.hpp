@@ -22,6 +22,7 @@
 
 #include "cpx/core/host_device.hpp"  // CPX_FORCE_INLINE
 #include "cpx/core/tensor_view.hpp"  // index_t
+#include "cpx/cpu/runtime/scoped_setting.hpp"
 
 namespace cpx::cpu {
 
@@ -35,13 +36,12 @@ enum class Fetch { none, l2, l1 };
 /// 187M's batch-1 decode step on bf16 weights 19-21% less time on one and two threads, two
 /// sequences 10%, fp32 weights 2%, docs/BF16.md). Every other CPU (Zen 4 and older AMD) takes
 /// the L2 (or no) fetch measured on Zen 4, and the AVX-512 decode attention passes none.
-/// Whether this microarchitecture's decode streams read fastest with fetches into L1 (Zen 5,
-/// Intel's) rather than into L2 or none (Zen 4 and others).
 inline bool machine_stream_fetch_into_l1() {
     static const bool l1 = (cpu_features().amd && cpu_features().family == 0x1a) || cpu_features().intel;
     return l1;
 }
 
+/// A choice set by choose_stream_fetch: the machine's (above), or either one forced.
 enum class StreamFetch : int { machine = -1, not_into_l1 = 0, into_l1 = 1 };
 
 namespace detail {
@@ -66,16 +66,7 @@ inline StreamFetch choose_stream_fetch(StreamFetch choice) {
 }
 
 /// choose_stream_fetch() for a scope.
-class StreamFetchChoice {
-public:
-    explicit StreamFetchChoice(StreamFetch choice) : previous_(choose_stream_fetch(choice)) {}
-    ~StreamFetchChoice() { choose_stream_fetch(previous_); }
-    StreamFetchChoice(const StreamFetchChoice&) = delete;
-    StreamFetchChoice& operator=(const StreamFetchChoice&) = delete;
-
-private:
-    StreamFetch previous_;
-};
+using StreamFetchChoice = ScopedSetting<StreamFetch, choose_stream_fetch>;
 
 /// Prefetches the `bytes` from `p` as F says (nothing for Fetch::none). Forced inline: GCC 12
 /// deletes a call to a function whose only effect is a prefetch when it reaches the call before

@@ -150,8 +150,12 @@ public:
         try {
             body();
         } catch (...) {
-            if (!failed_.exchange(true, std::memory_order_acq_rel)) first_ = std::current_exception();
+            keep(std::current_exception());
         }
+    }
+    /// Keeps `error` unless an exception was kept already.
+    void keep(std::exception_ptr error) noexcept {
+        if (!failed_.exchange(true, std::memory_order_acq_rel)) first_ = std::move(error);
     }
     /// Throws the first exception a body threw, if any (call after the region has ended).
     void rethrow() const {
@@ -263,7 +267,7 @@ public:
     /// Thread t's body threw `error`: keeps the first, then waits as above; true when this
     /// thread must meet the others at their barrier (team_barrier's wait).
     bool fail(int t, int team, std::exception_ptr error) {
-        error_.run([&] { std::rethrow_exception(error); });
+        error_.keep(std::move(error));
         Slot& own = slot(t);
         const int next = std::atomic_ref(own.arrivals).load(std::memory_order_relaxed) + 1;
         std::atomic_ref(own.state).store(failed, std::memory_order_release);
@@ -292,7 +296,7 @@ private:
     struct alignas(64) Slot {
         int arrivals = 0, state = running;
     };
-    static constexpr int inline_slots = 16;
+    static constexpr int inline_slots = 64;  // 4 KiB of stack; larger teams allocate per region
     Slot& slot(int t) { return t < inline_slots ? slots_[t] : extra_[static_cast<std::size_t>(t)]; }
 
     union {  // no constructor: the constructor sets the team's slots

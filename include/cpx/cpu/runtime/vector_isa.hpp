@@ -20,6 +20,7 @@
 
 #include "cpx/core/host_device.hpp"  // CPX_FORCE_INLINE
 #include "cpx/cpu/runtime/cpu_features.hpp"
+#include "cpx/cpu/runtime/scoped_setting.hpp"
 
 #ifdef CPX_X86
 /// Compile one function for AVX-512 F/BW/DQ/VL whatever the build's -march, with FMA3 for the
@@ -75,15 +76,6 @@ inline VectorIsa vector_isa() {
 inline VectorIsa limit_vector_isa(VectorIsa cap) { return detail::vector_isa_cap().exchange(cap); }
 
 /// limit_vector_isa() for a scope.
-class VectorIsaLimit {
-public:
-    explicit VectorIsaLimit(VectorIsa cap) : previous_(limit_vector_isa(cap)) {}
-    ~VectorIsaLimit() { limit_vector_isa(previous_); }
-    VectorIsaLimit(const VectorIsaLimit&) = delete;
-    VectorIsaLimit& operator=(const VectorIsaLimit&) = delete;
-
-private:
-    VectorIsa previous_;
-};
+using VectorIsaLimit = ScopedSetting<VectorIsa, limit_vector_isa>;
 
 }  // namespace cpx::cpu
