@@ -1,7 +1,9 @@
-// A .npy file: parsing fails with a FormatError or gives an array whose bytes
-// match its shape and dtype; it encodes and parses back to the same array.
+// A .npy file: parsing fails with a FormatError or gives a view of the file's
+// tail whose bytes match its shape and dtype; its copy encodes and parses back
+// to the same array.
 #include <cpx/io/npy.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -17,12 +19,18 @@ void round_trip(const cpx::io::NpyArray& a) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    cpx::io::NpyArray a;
+    const std::span<const unsigned char> file(data, size);
+    cpx::io::NpyView view;
     try {
-        a = cpx::io::parse_npy(std::span<const unsigned char>(data, size), "fuzz.npy");
+        view = cpx::io::parse_npy_view(file, "fuzz.npy");
     } catch (const cpx::Error&) {
         return 0;
     }
+    // The view's data is the file's tail, in place; the array is its copy.
+    CPX_FUZZ_CHECK(view.bytes.data() + view.bytes.size() == file.data() + file.size());
+    const cpx::io::NpyArray a(view);
+    CPX_FUZZ_CHECK(a.type == view.type && a.shape == view.shape &&
+                   std::equal(a.bytes.begin(), a.bytes.end(), view.bytes.begin(), view.bytes.end()));
     std::int64_t n = 1;
     for (auto d : a.shape) n *= d;
     CPX_FUZZ_CHECK(static_cast<std::int64_t>(a.elements()) == n);

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "temp_dir.hpp"
+
 using namespace cpx::io;
 using Counts = std::vector<std::uint64_t>;
 
@@ -122,7 +126,31 @@ TEST_CASE("the format is told by the .npy magic, not the file name") {
 
 TEST_CASE("a missing table file is an error naming it") {
     CHECK_THROWS_WITH_AS(read_frequency_table("no/such/table.txt"),
-                         "no/such/table.txt: cannot open the frequency table", cpx::Error);
+                         "cannot open 'no/such/table.txt': No such file or directory", cpx::Error);
+}
+
+TEST_CASE("a .npy table of more than 2^31 - 1 entries is refused before any entry is read") {
+    // 2^31 int32 entries: an 8 GiB file whose data is never written (the file is sparse). The
+    // reader maps it and checks the entry count against the routing tables' limit first; reading
+    // the entries, or copying the file, would take the 8 GiB (or run out of memory).
+    const cpx::testing::TempDir folder;
+    std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (2147483648,), }";
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header.push_back('\n');
+    std::string preamble("\x93NUMPY\x01\x00", 8);
+    preamble.push_back(static_cast<char>(header.size() & 0xff));
+    preamble.push_back(static_cast<char>(header.size() >> 8));
+    const auto path = folder.write("huge.npy", preamble + header);
+    std::error_code ec;
+    std::filesystem::resize_file(path, preamble.size() + header.size() + (std::uintmax_t{1} << 33), ec);
+    struct stat st {};
+    if (ec || ::stat(path.c_str(), &st) != 0 || st.st_blocks > 2048) {
+        MESSAGE("skipped: the temp folder's file system cannot hold an 8 GiB sparse file here");
+        return;
+    }
+    CHECK_THROWS_WITH_AS(read_frequency_table(path),
+                         (path.string() + ": 2147483648 entries exceed the int32 routing-table limit").c_str(),
+                         cpx::FormatError);
 }
 
 TEST_CASE("the shipped real-text table has 32000 ids ranked by frequency and a zero-count tail") {

@@ -26,16 +26,17 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cpx/core/error.hpp"
+#include "cpx/io/mapped_file.hpp"
 #include "cpx/io/npy.hpp"
 #include "cpx/router/frequency_order.hpp"
 
@@ -174,7 +175,7 @@ inline std::vector<std::uint64_t> parse_frequency_text(std::string_view text, st
 }
 
 /// Counts from a 1-D .npy array (int32/int64/float32/float64; rules above).
-inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyArray& array, std::string_view name,
+inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyView& array, std::string_view name,
                                                             std::optional<std::size_t> vocab = std::nullopt) {
     if (vocab && *vocab == 0) raise<FormatError>(name, ": the vocabulary size must be at least 1");
     if (array.shape.size() != 1)
@@ -211,18 +212,23 @@ inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyArray& arra
     return counts;
 }
 
-/// Reads a frequency table file: .npy when it starts with the .npy magic, text otherwise.
+inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyArray& array, std::string_view name,
+                                                            std::optional<std::size_t> vocab = std::nullopt) {
+    return frequency_counts_from_npy(array.view(), name, vocab);
+}
+
+/// Reads a frequency table file: .npy when it starts with the .npy magic, text otherwise. The file
+/// is mapped, not copied: a table's size is checked before its entries are read.
 inline std::vector<std::uint64_t> read_frequency_table(const std::filesystem::path& path,
                                                        std::optional<std::size_t> vocab = std::nullopt) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) raise<Error>(path.string(), ": cannot open the frequency table");
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) raise<Error>(path.string(), ": read error");
-    if (bytes.compare(0, detail::npy_magic.size(), detail::npy_magic) == 0) {
-        const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-        return frequency_counts_from_npy(parse_npy({data, bytes.size()}, path.string()), path.string(), vocab);
-    }
-    return parse_frequency_text(bytes, path.string(), vocab);
+    const MappedFile file(path);
+    const std::span<const unsigned char> bytes{reinterpret_cast<const unsigned char*>(file.bytes().data()),
+                                               file.size()};
+    const std::string name = path.string();
+    if (bytes.size() >= detail::npy_magic.size() &&
+        std::memcmp(bytes.data(), detail::npy_magic.data(), detail::npy_magic.size()) == 0)
+        return frequency_counts_from_npy(parse_npy_view(bytes, name), name, vocab);
+    return parse_frequency_text({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, name, vocab);
 }
 
 }  // namespace cpx::io

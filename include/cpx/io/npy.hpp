@@ -8,6 +8,10 @@
 // Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...)}
 // padded with spaces and a newline, then the raw data. Every malformed,
 // truncated or unsupported file is a FormatError naming the file.
+//
+// parse_npy_view and MappedNpy read an array where it lies (a buffer, a mapped
+// file); NpyArray owns a copy. Sizes are checked against the header before
+// any data is touched, so a bad header fails fast even on a huge file.
 
 #include <bit>
 #include <cstdint>
@@ -15,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <limits>
 #include <span>
 #include <string>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "cpx/core/error.hpp"
+#include "cpx/io/mapped_file.hpp"
 
 namespace cpx::io {
 
@@ -55,11 +59,12 @@ constexpr NpyType npy_type_of() {
     else static_assert(sizeof(T) == 0, "npy: supported element types are float, double, int32_t and int64_t");
 }
 
-/// A whole .npy array in memory: element type, shape and the raw little-endian C-order bytes.
-struct NpyArray {
+/// An .npy array seen in place: element type, shape and the raw little-endian C-order bytes, which
+/// belong to whoever holds the file (an NpyArray, a MappedNpy, the caller's buffer).
+struct NpyView {
     NpyType type = NpyType::f32;
     std::vector<std::int64_t> shape;
-    std::vector<unsigned char> bytes;
+    std::span<const unsigned char> bytes;
 
     std::size_t elements() const { return bytes.size() / npy_itemsize(type); }
 
@@ -72,6 +77,25 @@ struct NpyArray {
         std::vector<T> out(elements());
         if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
         return out;
+    }
+};
+
+/// A whole .npy array in memory, owning its bytes.
+struct NpyArray {
+    NpyType type = NpyType::f32;
+    std::vector<std::int64_t> shape;
+    std::vector<unsigned char> bytes;
+
+    NpyArray() = default;
+    explicit NpyArray(const NpyView& v) : type(v.type), shape(v.shape), bytes(v.bytes.begin(), v.bytes.end()) {}
+
+    NpyView view() const { return {type, shape, bytes}; }
+    std::size_t elements() const { return bytes.size() / npy_itemsize(type); }
+
+    /// The elements as T; T must be the stored type (no silent conversion).
+    template <class T>
+    std::vector<T> values(std::string_view name = "npy array") const {
+        return view().values<T>(name);
     }
 };
 
@@ -142,8 +166,9 @@ inline constexpr std::string_view npy_magic{"\x93NUMPY", 6};
 
 }  // namespace detail
 
-/// Parses a complete .npy file held in memory; `name` is used in error messages.
-inline NpyArray parse_npy(std::span<const unsigned char> file, std::string_view name) {
+/// Parses a complete .npy file held in memory, leaving the data where it is: the view's bytes
+/// point into `file`. `name` is used in error messages.
+inline NpyView parse_npy_view(std::span<const unsigned char> file, std::string_view name) {
     if (file.size() < 10 || std::memcmp(file.data(), detail::npy_magic.data(), 6) != 0)
         raise<FormatError>(name, ": not a .npy file (missing the \\x93NUMPY magic)");
     const unsigned major = file[6];
@@ -166,7 +191,7 @@ inline NpyArray parse_npy(std::span<const unsigned char> file, std::string_view 
     detail::NpyHeaderParser p(header, name);
     std::string descr;
     bool fortran = false, have_descr = false, have_order = false, have_shape = false;
-    NpyArray array;
+    NpyView array;
     p.expect('{');
     while (!p.accept('}')) {
         const std::string key = p.string_literal();
@@ -204,16 +229,39 @@ inline NpyArray parse_npy(std::span<const unsigned char> file, std::string_view 
         raise<FormatError>(name, ": truncated data: the shape needs ", want, " bytes, the file has ", have);
     if (have > want)
         raise<FormatError>(name, ": ", have - want, " unexpected bytes after the ", want, " bytes of data");
-    array.bytes.assign(file.begin() + static_cast<std::ptrdiff_t>(data_start), file.end());
+    array.bytes = file.subspan(data_start);
     return array;
 }
 
+/// Parses a complete .npy file held in memory into an array that owns a copy of its data.
+inline NpyArray parse_npy(std::span<const unsigned char> file, std::string_view name) {
+    return NpyArray(parse_npy_view(file, name));
+}
+
+/// A .npy file mapped read-only (MappedFile): its header is checked on opening, its data is read in
+/// place, a page when first touched, for as long as the object lives (moves keep the bytes where
+/// they are). For arrays too large to copy, e.g. logits [T, V] of long runs.
+class MappedNpy {
+public:
+    explicit MappedNpy(const std::filesystem::path& path)
+        : file_(path), view_(parse_npy_view(bytes_of(file_), path.string())) {}
+
+    const NpyView& view() const noexcept { return view_; }
+    const std::filesystem::path& path() const noexcept { return file_.path(); }
+
+private:
+    MappedFile file_;
+    NpyView view_;
+
+    static std::span<const unsigned char> bytes_of(const MappedFile& f) {
+        return {reinterpret_cast<const unsigned char*>(f.bytes().data()), f.size()};
+    }
+};
+
+/// Reads a whole .npy file into memory. Errors name the file (a missing or unreadable one as
+/// MappedFile says it).
 inline NpyArray read_npy(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) raise<Error>(path.string(), ": cannot open for reading");
-    std::vector<unsigned char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) raise<Error>(path.string(), ": read error");
-    return parse_npy(file, path.string());
+    return NpyArray(MappedNpy(path).view());
 }
 
 /// The bytes of a version 1.0 .npy file holding `data` with `shape` (C order).
