@@ -174,6 +174,19 @@ inline std::vector<std::uint64_t> parse_frequency_text(std::string_view text, st
     return counts;
 }
 
+namespace detail {
+/// Element t of a .npy array's little-endian bytes, at any alignment.
+template <class T>
+struct NpyEntries {
+    const unsigned char* bytes;
+    T operator[](std::size_t t) const {
+        T v;
+        std::memcpy(&v, bytes + t * sizeof(T), sizeof(T));
+        return v;
+    }
+};
+}  // namespace detail
+
 /// Counts from a 1-D .npy array (int32/int64/float32/float64; rules above).
 inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyView& array, std::string_view name,
                                                             std::optional<std::size_t> vocab = std::nullopt) {
@@ -202,11 +215,13 @@ inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyView& array
             counts[t] = *v;
         }
     };
+    // The entries are read where they lie (a mapped file's pages), not copied out first.
+    const unsigned char* const at = array.bytes.data();
     switch (array.type) {
-        case NpyType::i32: integers(array.values<std::int32_t>(name)); break;
-        case NpyType::i64: integers(array.values<std::int64_t>(name)); break;
-        case NpyType::f32: floats(array.values<float>(name)); break;
-        case NpyType::f64: floats(array.values<double>(name)); break;
+        case NpyType::i32: integers(detail::NpyEntries<std::int32_t>{at}); break;
+        case NpyType::i64: integers(detail::NpyEntries<std::int64_t>{at}); break;
+        case NpyType::f32: floats(detail::NpyEntries<float>{at}); break;
+        case NpyType::f64: floats(detail::NpyEntries<double>{at}); break;
     }
     detail::check_sum(counts, name);
     return counts;
