@@ -124,9 +124,15 @@ TEST_CASE("the format is told by the .npy magic, not the file name") {
     CHECK(counts == Counts{5, 0, 12, 7});
 }
 
-TEST_CASE("a missing table file is an error naming it") {
+TEST_CASE("a missing table file, or one that is not a regular file, is an error naming it") {
     CHECK_THROWS_WITH_AS(read_frequency_table("no/such/table.txt"),
                          "cannot open 'no/such/table.txt': No such file or directory", cpx::Error);
+    // A table is mapped, so it must be a regular file: a pipe is refused at once, not waited on.
+    const cpx::testing::TempDir folder;
+    const auto fifo = folder / "table.fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(read_frequency_table(fifo), ("cannot open '" + fifo.string() + "': not a regular file").c_str(),
+                         cpx::Error);
 }
 
 TEST_CASE("a .npy table of more than 2^31 - 1 entries is refused before any entry is read") {
