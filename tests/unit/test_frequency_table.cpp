@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -124,15 +126,36 @@ TEST_CASE("the format is told by the .npy magic, not the file name") {
     CHECK(counts == Counts{5, 0, 12, 7});
 }
 
-TEST_CASE("a missing table file, or one that is not a regular file, is an error naming it") {
+TEST_CASE("a missing table file or a directory is an error naming it") {
     CHECK_THROWS_WITH_AS(read_frequency_table("no/such/table.txt"),
                          "cannot open 'no/such/table.txt': No such file or directory", cpx::Error);
-    // A table is mapped, so it must be a regular file: a pipe is refused at once, not waited on.
+    const cpx::testing::TempDir folder;
+    CHECK_THROWS_WITH_AS(read_frequency_table(folder.path()),
+                         ("cannot open '" + folder.path().string() + "': it is a directory, not a file").c_str(),
+                         cpx::Error);
+}
+
+TEST_CASE("a table can come through a pipe (`<(command)`), text or .npy, and is read to its end") {
     const cpx::testing::TempDir folder;
     const auto fifo = folder / "table.fifo";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    CHECK_THROWS_WITH_AS(read_frequency_table(fifo), ("cannot open '" + fifo.string() + "': not a regular file").c_str(),
-                         cpx::Error);
+    const auto through_pipe = [&](const std::string& bytes) {
+        std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+        Counts counts;
+        try {
+            counts = read_frequency_table(fifo, 4);
+        } catch (...) {
+            writer.join();
+            throw;
+        }
+        writer.join();
+        return counts;
+    };
+    CHECK(through_pipe("5\n0\n12\n7\n") == Counts{5, 0, 12, 7});
+    std::ifstream npy(npy_dir + "counts_i32.npy", std::ios::binary);
+    CHECK(through_pipe({std::istreambuf_iterator<char>(npy), std::istreambuf_iterator<char>()}) == Counts{5, 0, 12, 7});
+    CHECK_THROWS_WITH_AS(through_pipe("5\n0\n"), doctest::Contains("table.fifo:2: the table ends after 2 counts"),
+                         cpx::FormatError);
 }
 
 TEST_CASE("a .npy table of more than 2^31 - 1 entries is refused before any entry is read") {

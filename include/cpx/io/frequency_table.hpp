@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -232,18 +234,32 @@ inline std::vector<std::uint64_t> frequency_counts_from_npy(const NpyArray& arra
     return frequency_counts_from_npy(array.view(), name, vocab);
 }
 
-/// Reads a frequency table file: .npy when it starts with the .npy magic, text otherwise. The file
-/// is mapped, not copied: a table's size is checked before its entries are read.
-inline std::vector<std::uint64_t> read_frequency_table(const std::filesystem::path& path,
-                                                       std::optional<std::size_t> vocab = std::nullopt) {
-    const MappedFile file(path);
-    const std::span<const unsigned char> bytes{reinterpret_cast<const unsigned char*>(file.bytes().data()),
-                                               file.size()};
-    const std::string name = path.string();
-    if (bytes.size() >= detail::npy_magic.size() &&
-        std::memcmp(bytes.data(), detail::npy_magic.data(), detail::npy_magic.size()) == 0)
+namespace detail {
+inline std::vector<std::uint64_t> frequency_table_of(std::span<const unsigned char> bytes, const std::string& name,
+                                                     std::optional<std::size_t> vocab) {
+    if (bytes.size() >= npy_magic.size() && std::memcmp(bytes.data(), npy_magic.data(), npy_magic.size()) == 0)
         return frequency_counts_from_npy(parse_npy_view(bytes, name), name, vocab);
     return parse_frequency_text({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, name, vocab);
+}
+}  // namespace detail
+
+/// Reads a frequency table file: .npy when it starts with the .npy magic, text otherwise. A
+/// regular file is mapped, not copied, so a table's size is checked before its entries are read;
+/// a pipe (a table given as `<(command)`) is read to its end first.
+inline std::vector<std::uint64_t> read_frequency_table(const std::filesystem::path& path,
+                                                       std::optional<std::size_t> vocab = std::nullopt) {
+    const std::string name = path.string();
+    std::error_code ec;
+    if (std::filesystem::is_fifo(std::filesystem::status(path, ec))) {
+        std::ifstream in(path, std::ios::binary);
+        const std::string piped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (!in.is_open() || in.bad()) raise<Error>("cannot read the pipe '", name, "'");
+        return detail::frequency_table_of({reinterpret_cast<const unsigned char*>(piped.data()), piped.size()}, name,
+                                          vocab);
+    }
+    const MappedFile file(path);
+    return detail::frequency_table_of({reinterpret_cast<const unsigned char*>(file.bytes().data()), file.size()},
+                                      name, vocab);
 }
 
 }  // namespace cpx::io
