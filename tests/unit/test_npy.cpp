@@ -11,7 +11,11 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace cpx::io;
 
@@ -161,6 +165,22 @@ TEST_CASE("a missing file is an error naming it") {
     CHECK_THROWS_WITH_AS(read_npy(dir + "no_such_file.npy"),
                          ("cannot open '" + dir + "no_such_file.npy': No such file or directory").c_str(), cpx::Error);
     CHECK_THROWS_WITH_AS(MappedNpy(dir + "no_such_file.npy"), doctest::Contains("no_such_file.npy"), cpx::Error);
+}
+
+TEST_CASE("read_npy reads a pipe (`<(command)`) to its end") {
+    const std::filesystem::path fifo = temp_path("pipe_" + std::to_string(::getpid()));
+    std::filesystem::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const std::vector<unsigned char> bytes = file_bytes(dir + "logits_f32_2x3.npy");
+    std::thread writer([&] {
+        std::ofstream(fifo, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                     static_cast<std::streamsize>(bytes.size()));
+    });
+    const NpyArray a = read_npy(fifo);
+    writer.join();
+    std::filesystem::remove(fifo);
+    CHECK(a.shape == std::vector<std::int64_t>{2, 3});
+    CHECK(a.values<float>() == std::vector<float>{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f});
 }
 
 TEST_CASE("parse_npy_view and MappedNpy see the data where it lies; NpyArray owns a copy") {

@@ -28,8 +28,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -249,14 +247,7 @@ inline std::vector<std::uint64_t> frequency_table_of(std::span<const unsigned ch
 inline std::vector<std::uint64_t> read_frequency_table(const std::filesystem::path& path,
                                                        std::optional<std::size_t> vocab = std::nullopt) {
     const std::string name = path.string();
-    std::error_code ec;
-    if (std::filesystem::is_fifo(std::filesystem::status(path, ec))) {
-        std::ifstream in(path, std::ios::binary);
-        const std::string piped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (!in.is_open() || in.bad()) raise<Error>("cannot read the pipe '", name, "'");
-        return detail::frequency_table_of({reinterpret_cast<const unsigned char*>(piped.data()), piped.size()}, name,
-                                          vocab);
-    }
+    if (const auto piped = detail::read_if_pipe(path)) return detail::frequency_table_of(*piped, name, vocab);
     const MappedFile file(path);
     return detail::frequency_table_of({reinterpret_cast<const unsigned char*>(file.bytes().data()), file.size()},
                                       name, vocab);

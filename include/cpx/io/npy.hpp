@@ -19,7 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -258,9 +260,23 @@ private:
     }
 };
 
-/// Reads a whole .npy file into memory. Errors name the file (a missing or unreadable one as
-/// MappedFile says it).
+namespace detail {
+/// The whole content of `path` when it is a pipe (a file given as `<(command)`), read to its
+/// end; nothing when it is not (regular files are mapped instead).
+inline std::optional<std::vector<unsigned char>> read_if_pipe(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_fifo(std::filesystem::status(path, ec))) return std::nullopt;
+    std::ifstream in(path, std::ios::binary);
+    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.is_open() || in.bad()) raise<Error>("cannot read the pipe '", path.string(), "'");
+    return bytes;
+}
+}  // namespace detail
+
+/// Reads a whole .npy file into memory (a regular file through MappedNpy, a pipe to its end).
+/// Errors name the file (a missing or unreadable one as MappedFile says it).
 inline NpyArray read_npy(const std::filesystem::path& path) {
+    if (const auto piped = detail::read_if_pipe(path)) return parse_npy(*piped, path.string());
     return NpyArray(MappedNpy(path).view());
 }
 
