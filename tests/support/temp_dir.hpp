@@ -1,6 +1,7 @@
 #pragma once
 // A fresh directory under the system temp folder, removed with its contents
 // when the object dies: tests that write files never see each other's output.
+// Also: reading a file handed over through a named pipe, as `<(command)` does.
 
 #include <atomic>
 #include <cstddef>
@@ -8,11 +9,14 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cpx::testing {
@@ -51,6 +55,25 @@ public:
 private:
     std::filesystem::path path_;
 };
+
+/// reader(pipe) while another thread writes `bytes` into `pipe`, a named pipe made for the call
+/// (what a program is given for `<(command)`); the pipe is removed after. reader must open the
+/// pipe (the writer waits for it to).
+template <class Reader>
+auto read_through_pipe(const std::filesystem::path& pipe, std::string_view bytes, Reader&& reader) {
+    if (::mkfifo(pipe.c_str(), 0600) != 0) throw std::runtime_error("mkfifo failed: " + pipe.string());
+    std::thread writer([&] { std::ofstream(pipe, std::ios::binary).write(bytes.data(), std::ssize(bytes)); });
+    struct Done {  // joins the writer and removes the pipe however reader leaves
+        std::thread& writer;
+        const std::filesystem::path& pipe;
+        ~Done() {
+            writer.join();
+            std::error_code ec;
+            std::filesystem::remove(pipe, ec);
+        }
+    } done{writer, pipe};
+    return reader(pipe);
+}
 
 /// The whole content of a file.
 inline std::vector<std::byte> read_bytes(const std::filesystem::path& p) {

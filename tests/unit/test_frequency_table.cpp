@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -137,19 +137,9 @@ TEST_CASE("a missing table file or a directory is an error naming it") {
 
 TEST_CASE("a table can come through a pipe (`<(command)`), text or .npy, and is read to its end") {
     const cpx::testing::TempDir folder;
-    const auto fifo = folder / "table.fifo";
-    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     const auto through_pipe = [&](const std::string& bytes) {
-        std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
-        Counts counts;
-        try {
-            counts = read_frequency_table(fifo, 4);
-        } catch (...) {
-            writer.join();
-            throw;
-        }
-        writer.join();
-        return counts;
+        return cpx::testing::read_through_pipe(folder / "table.fifo", bytes,
+                                               [](const auto& pipe) { return read_frequency_table(pipe, 4); });
     };
     CHECK(through_pipe("5\n0\n12\n7\n") == Counts{5, 0, 12, 7});
     std::ifstream npy(npy_dir + "counts_i32.npy", std::ios::binary);
@@ -163,12 +153,8 @@ TEST_CASE("a .npy table of more than 2^31 - 1 entries is refused before any entr
     // reader maps it and checks the entry count against the routing tables' limit first; reading
     // the entries, or copying the file, would take the 8 GiB (or run out of memory).
     const cpx::testing::TempDir folder;
-    std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (2147483648,), }";
-    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
-    header.push_back('\n');
-    std::string preamble("\x93NUMPY\x01\x00", 8);
-    preamble.push_back(static_cast<char>(header.size() & 0xff));
-    preamble.push_back(static_cast<char>(header.size() >> 8));
+    const std::int64_t entries = std::int64_t{1} << 31;
+    const std::vector<unsigned char> header = encode_npy_header<std::int32_t>(std::span(&entries, 1));
     // A file system that fills a grown file with zeros would write the 8 GiB: a 64 MiB probe first.
     const auto sparse = [](const std::filesystem::path& p, std::uintmax_t size) {
         std::error_code ec;
@@ -176,9 +162,8 @@ TEST_CASE("a .npy table of more than 2^31 - 1 entries is refused before any entr
         struct stat st {};
         return !ec && ::stat(p.c_str(), &st) == 0 && st.st_blocks <= 2048;  // at most 1 MiB allocated
     };
-    const auto path = folder.write("huge.npy", preamble + header);
-    if (!sparse(path, std::uintmax_t{64} << 20) ||
-        !sparse(path, preamble.size() + header.size() + (std::uintmax_t{1} << 33))) {
+    const auto path = folder.write("huge.npy", std::as_bytes(std::span(header)));
+    if (!sparse(path, std::uintmax_t{64} << 20) || !sparse(path, header.size() + (std::uintmax_t{1} << 33))) {
         MESSAGE("skipped: the temp folder's file system does not keep an 8 GiB file sparse");
         return;
     }

@@ -11,11 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <sys/stat.h>
-#include <unistd.h>
+#include "temp_dir.hpp"
 
 using namespace cpx::io;
 
@@ -168,17 +166,11 @@ TEST_CASE("a missing file is an error naming it") {
 }
 
 TEST_CASE("read_npy reads a pipe (`<(command)`) to its end") {
-    const std::filesystem::path fifo = temp_path("pipe_" + std::to_string(::getpid()));
-    std::filesystem::remove(fifo);
-    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const cpx::testing::TempDir folder;
     const std::vector<unsigned char> bytes = file_bytes(dir + "logits_f32_2x3.npy");
-    std::thread writer([&] {
-        std::ofstream(fifo, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                     static_cast<std::streamsize>(bytes.size()));
-    });
-    const NpyArray a = read_npy(fifo);
-    writer.join();
-    std::filesystem::remove(fifo);
+    const NpyArray a = cpx::testing::read_through_pipe(
+        folder / "logits.fifo", std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+        [](const auto& pipe) { return read_npy(pipe); });
     CHECK(a.shape == std::vector<std::int64_t>{2, 3});
     CHECK(a.values<float>() == std::vector<float>{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f});
 }

@@ -280,18 +280,15 @@ inline NpyArray read_npy(const std::filesystem::path& path) {
     return NpyArray(MappedNpy(path).view());
 }
 
-/// The bytes of a version 1.0 .npy file holding `data` with `shape` (C order).
+/// The header of a version 1.0 .npy file of T with `shape` (C order), byte for byte as numpy
+/// writes it: padded so that the data following it starts at a multiple of 64 bytes.
 template <class T>
-std::vector<unsigned char> encode_npy(std::span<const T> data, std::span<const std::int64_t> shape) {
-    std::size_t elements = 1;
+std::vector<unsigned char> encode_npy_header(std::span<const std::int64_t> shape) {
     std::string dims;
     for (const std::int64_t d : shape) {
         if (d < 0) raise<ShapeError>("npy: negative dimension ", d);
-        elements *= static_cast<std::size_t>(d);
         dims += std::to_string(d) + ", ";
     }
-    if (elements != data.size())
-        raise<ShapeError>("npy: the shape holds ", elements, " elements but ", data.size(), " were given");
     if (shape.size() > 1) dims.erase(dims.size() - 2);  // (a, b); a 1-tuple keeps its comma: (a,)
     else if (shape.size() == 1) dims.pop_back();
     std::string header = "{'descr': '" + std::string(npy_descr(npy_type_of<T>())) +
@@ -307,6 +304,17 @@ std::vector<unsigned char> encode_npy(std::span<const T> data, std::span<const s
     out.push_back(static_cast<unsigned char>(header.size() & 0xff));
     out.push_back(static_cast<unsigned char>(header.size() >> 8));
     out.insert(out.end(), header.begin(), header.end());
+    return out;
+}
+
+/// The bytes of a version 1.0 .npy file holding `data` with `shape` (C order).
+template <class T>
+std::vector<unsigned char> encode_npy(std::span<const T> data, std::span<const std::int64_t> shape) {
+    std::vector<unsigned char> out = encode_npy_header<T>(shape);  // rejects a negative dimension
+    std::size_t elements = 1;
+    for (const std::int64_t d : shape) elements *= static_cast<std::size_t>(d);
+    if (elements != data.size())
+        raise<ShapeError>("npy: the shape holds ", elements, " elements but ", data.size(), " were given");
     const auto* raw = reinterpret_cast<const unsigned char*>(data.data());
     out.insert(out.end(), raw, raw + data.size_bytes());
     return out;
